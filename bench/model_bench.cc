@@ -1,0 +1,81 @@
+// Scored link pairs per second of the TGN + MAA model (1 layer, k = 10, dims 100) on the bundled
+// Wikipedia stream, for batches of 1, 200 and 2000 pairs. Runs on `TLP_DEVICE` (cpu default,
+// cuda:0 on a GPU machine). Node memory is first filled by replaying the whole stream.
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "common/event_reader.h"
+#include "model/checkpoint.h"
+#include "model/temporal_model.h"
+#include "model/training.h"
+
+namespace {
+
+struct Fixture {
+  tlp::model::TemporalDataset dataset;
+  tlp::model::TemporalAdjacency adjacency;
+  tlp::model::TemporalLinkModel model{nullptr};
+
+  Fixture() {
+    const char* root = std::getenv("TLP_SOURCE_DIR");
+    tlp::EventBatch events;
+    const tlp::Status status =
+        tlp::EventReader::ReadAll(std::string(root ? root : ".") + "/data/wikipedia.csv.gz", &events);
+    if (!status.ok()) throw std::runtime_error(status.ToString());
+    tlp::model::TemporalDataset::FromEvents(events, &dataset);
+    std::string note;
+    const char* requested = std::getenv("TLP_DEVICE");
+    const torch::Device device = tlp::model::ResolveDevice(requested ? requested : "cpu", &note);
+    tlp::model::ModelConfig config;
+    config.attention_p = 1.1;
+    model = tlp::model::TemporalLinkModel(config);
+    model->to(device);
+    model->eval();
+    model->EnsureNodes(dataset.nodes());
+    model->ResetMemory();
+    torch::NoGradGuard no_grad;
+    for (int64_t begin = 0; begin < dataset.events(); begin += 2000) {
+      const int64_t count = std::min<int64_t>(2000, dataset.events() - begin);
+      for (int64_t i = begin; i < begin + count; ++i) {
+        adjacency.Add(dataset.src[i], dataset.dst[i], dataset.ts[i]);
+      }
+      model->ApplyEvents(std::span(dataset.src).subspan(begin, count),
+                         std::span(dataset.dst).subspan(begin, count),
+                         std::span(dataset.ts).subspan(begin, count), {});
+    }
+  }
+};
+
+Fixture& Shared() {
+  static Fixture fixture;
+  return fixture;
+}
+
+void BM_ScorePairs(benchmark::State& state) {
+  Fixture& fixture = Shared();
+  const int64_t pairs = state.range(0);
+  std::mt19937_64 random(1);
+  std::vector<int64_t> nodes(2 * pairs);
+  std::vector<double> times(2 * pairs, fixture.dataset.ts.back() + 1.0);
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    for (int64_t i = 0; i < pairs; ++i) {
+      nodes[i] = fixture.dataset.src[random() % fixture.dataset.events()];
+      nodes[pairs + i] = fixture.dataset.dst[random() % fixture.dataset.events()];
+    }
+    const torch::Tensor z = fixture.model->Embed(nodes, times, fixture.adjacency).vectors;
+    const torch::Tensor logits =
+        fixture.model->Predict(z.narrow(0, 0, pairs), z.narrow(0, pairs, pairs));
+    benchmark::DoNotOptimize(logits.cpu().data_ptr<float>());
+  }
+  state.counters["pairs_per_s"] =
+      benchmark::Counter(static_cast<double>(pairs * state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ScorePairs)->Arg(1)->Arg(200)->Arg(2000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,87 @@
+#include "model/mass_aware_attention.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace tlp::model {
+
+MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
+                                            const torch::Tensor& values,
+                                            const torch::Tensor& valid, double p) {
+  if (p < 1.0 || !std::isfinite(p)) throw std::invalid_argument("attention p must be >= 1");
+  const torch::Tensor valid_heads = valid.unsqueeze(1).expand_as(scores);  // [B, H, K]
+  const torch::Tensor masked = scores.masked_fill(valid_heads.logical_not(),
+                                                  -std::numeric_limits<float>::infinity());
+  // The shift cancels between numerator and denominator, so it carries no gradient: detaching
+  // it gives the exact gradient and saves the amax backward.
+  torch::Tensor shift = std::get<0>(masked.max(-1, /*keepdim=*/true)).detach();
+  shift = torch::where(torch::isfinite(shift), shift, torch::zeros_like(shift));
+  const torch::Tensor weights = torch::exp(masked - shift);  // exactly 0 on padding
+
+  const torch::Tensor weight_sum = weights.sum(-1);  // [B, H]
+  torch::Tensor norm_p = p == 1.0 ? weight_sum : weights.pow(p).sum(-1).pow(1.0 / p);
+  // Empty rows: every weight is 0; dividing by 1 keeps their aggregate exactly 0.
+  const torch::Tensor has_neighbors = weight_sum > 0;
+  norm_p = torch::where(has_neighbors, norm_p, torch::ones_like(norm_p));
+
+  MassAwareAggregateResult result;
+  const torch::Tensor scaled = weights / norm_p.unsqueeze(-1);               // [B, H, K]
+  result.output = torch::matmul(scaled.unsqueeze(-2), values).squeeze(-2);  // [B, H, D]
+
+  torch::NoGradGuard no_grad;  // metrics are reported, never trained on
+  const torch::Tensor safe_sum = torch::where(has_neighbors, weight_sum, torch::ones_like(weight_sum));
+  const torch::Tensor square_sum = weights.square().sum(-1);
+  const torch::Tensor ess = torch::where(
+      has_neighbors, weight_sum.square() / torch::where(has_neighbors, square_sum, torch::ones_like(square_sum)),
+      torch::zeros_like(weight_sum));
+  const torch::Tensor mass = torch::where(has_neighbors, weight_sum / norm_p, torch::zeros_like(weight_sum));
+  const torch::Tensor normalized = weights / safe_sum.unsqueeze(-1);
+  const torch::Tensor entropy =
+      -(normalized * torch::log(normalized.clamp_min(1e-30))).sum(-1);  // 0 log 0 = 0
+  result.metrics.effective_neighbors = ess.mean(1);
+  result.metrics.attention_mass = mass.mean(1);
+  result.metrics.attention_entropy = entropy.mean(1);
+  result.metrics.neighbors_used = valid.sum(-1);
+  return result;
+}
+
+MassAwareAttentionImpl::MassAwareAttentionImpl(const MassAwareAttentionOptions& options)
+    : options_(options) {
+  if (options.model_dim % options.heads != 0) {
+    throw std::invalid_argument("attention model_dim must be divisible by heads");
+  }
+  query_projection_ = register_module(
+      "query_projection", torch::nn::Linear(options.query_dim, options.model_dim));
+  key_projection_ = register_module(
+      "key_projection", torch::nn::Linear(options.neighbor_dim, options.model_dim));
+  value_projection_ = register_module(
+      "value_projection", torch::nn::Linear(options.neighbor_dim, options.model_dim));
+  output_projection_ = register_module(
+      "output_projection", torch::nn::Linear(options.model_dim, options.model_dim));
+  dropout_ = register_module("dropout", torch::nn::Dropout(options.dropout));
+}
+
+AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
+                                                const torch::Tensor& neighbors,
+                                                const torch::Tensor& valid) {
+  const int64_t batch = query.size(0);
+  const int64_t slots = neighbors.size(1);
+  const int64_t heads = options_.heads;
+  const int64_t head_dim = options_.model_dim / heads;
+  // [B, H, 1, Dh] . [B, H, Dh, K] -> scores [B, H, K]
+  const torch::Tensor q = query_projection_(query).view({batch, heads, 1, head_dim});
+  const torch::Tensor k =
+      key_projection_(neighbors).view({batch, slots, heads, head_dim}).permute({0, 2, 3, 1});
+  const torch::Tensor v =
+      value_projection_(neighbors).view({batch, slots, heads, head_dim}).transpose(1, 2);
+  const torch::Tensor scores =
+      torch::matmul(q, k).squeeze(2) / std::sqrt(static_cast<double>(head_dim));
+  MassAwareAggregateResult aggregate = MassAwareAggregate(scores, v, valid, options_.p);
+  AttentionOutput result;
+  result.output =
+      dropout_(output_projection_(aggregate.output.reshape({batch, options_.model_dim})));
+  result.metrics = std::move(aggregate.metrics);
+  return result;
+}
+
+}  // namespace tlp::model

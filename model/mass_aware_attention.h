@@ -1,0 +1,72 @@
+// Mass-Aware Attention (MAA): attention that keeps how much evidence it aggregated.
+//
+// For scores s_i over the valid neighbours of a query, w_i = exp(s_i - max_j s_j) and
+//   out = sum_i w_i v_i / (sum_i w_i^p)^(1/p),  p >= 1.
+// p = 1 is softmax exactly. For p > 1 a value repeated n times yields a norm ~ n^(1-1/p), so the
+// representation remains aware of the neighbourhood's size. The max subtraction is only for
+// numerical stability: numerator and denominator both scale by exp(-max), so the result is
+// shift invariant for every p. Padding slots get w = 0; a row without valid slots aggregates to
+// exactly zero (a -inf mask alone would give uniform weights and a spurious magnitude).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace tlp::model {
+
+// Per-query statistics of the attention weights w (all shaped [batch]; averaged over heads).
+struct AttentionMetrics {
+  torch::Tensor effective_neighbors;  // Kish ESS (sum w)^2 / sum w^2; 0 for empty rows
+  torch::Tensor attention_mass;       // sum w / (sum w^p)^(1/p); 1 at p = 1, 0 for empty rows
+  torch::Tensor attention_entropy;    // entropy (nats) of w / sum w; 0 for empty rows
+  torch::Tensor neighbors_used;       // number of valid slots (int64)
+};
+
+struct MassAwareAggregateResult {
+  torch::Tensor output;  // [batch, heads, head_dim]
+  AttentionMetrics metrics;
+};
+
+// The functional core, exposed for tests and reuse.
+//   scores: [batch, heads, slots]; values: [batch, heads, slots, head_dim];
+//   valid:  [batch, slots] bool (true = a real neighbour).
+MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
+                                            const torch::Tensor& values,
+                                            const torch::Tensor& valid, double p);
+
+struct MassAwareAttentionOptions {
+  int64_t query_dim = 0;     // width of the query input
+  int64_t neighbor_dim = 0;  // width of each neighbour's key/value input
+  int64_t model_dim = 100;   // width of the projected queries/keys/values and of the output
+  int64_t heads = 2;         // model_dim must be divisible by heads
+  double p = 1.1;            // MAA exponent; 1 = softmax
+  double dropout = 0.1;      // on the aggregate, never on the weights (that would change mass)
+};
+
+struct AttentionOutput {
+  torch::Tensor output;  // [batch, model_dim]
+  AttentionMetrics metrics;
+};
+
+// Multi-head attention of one query over its neighbours, normalised by MAA. No LayerNorm
+// follows the aggregate: it would erase the magnitude signal.
+class MassAwareAttentionImpl : public torch::nn::Module {
+ public:
+  explicit MassAwareAttentionImpl(const MassAwareAttentionOptions& options);
+
+  // query: [batch, query_dim]; neighbors: [batch, slots, neighbor_dim]; valid: [batch, slots].
+  AttentionOutput forward(const torch::Tensor& query, const torch::Tensor& neighbors,
+                          const torch::Tensor& valid);
+
+  const MassAwareAttentionOptions& options() const { return options_; }
+
+ private:
+  MassAwareAttentionOptions options_;
+  torch::nn::Linear query_projection_{nullptr};
+  torch::nn::Linear key_projection_{nullptr};
+  torch::nn::Linear value_projection_{nullptr};
+  torch::nn::Linear output_projection_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+};
+TORCH_MODULE(MassAwareAttention);
+
+}  // namespace tlp::model

@@ -1,0 +1,281 @@
+#include "model/temporal_model.h"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace tlp::model {
+
+std::string ModelConfig::ToString() const {
+  std::ostringstream out;
+  out << "architecture=" << architecture << " memory_dim=" << memory_dim
+      << " time_dim=" << time_dim << " embedding_dim=" << embedding_dim
+      << " edge_feature_dim=" << edge_feature_dim << " heads=" << heads << " layers=" << layers
+      << " neighbors=" << neighbors << " attention_p=" << attention_p << " dropout=" << dropout;
+  return out.str();
+}
+
+TimeEncodingImpl::TimeEncodingImpl(int64_t dim) {
+  const torch::Tensor exponents =
+      torch::arange(dim, torch::kFloat64) * (-9.0 / static_cast<double>(std::max<int64_t>(dim - 1, 1)));
+  omega_ = register_buffer("omega", torch::pow(10.0, exponents));
+}
+
+torch::Tensor TimeEncodingImpl::forward(const torch::Tensor& deltas) {
+  // In float64 so that deltas of ~1e9 s keep their low digits before the cosine.
+  return torch::cos(deltas.to(torch::kFloat64).unsqueeze(-1) * omega_).to(torch::kFloat32);
+}
+
+MergeMlpImpl::MergeMlpImpl(int64_t left_dim, int64_t right_dim, int64_t hidden_dim,
+                           int64_t output_dim) {
+  hidden_ = register_module("hidden", torch::nn::Linear(left_dim + right_dim, hidden_dim));
+  output_ = register_module("output", torch::nn::Linear(hidden_dim, output_dim));
+}
+
+torch::Tensor MergeMlpImpl::forward(const torch::Tensor& left, const torch::Tensor& right) {
+  return output_(torch::relu(hidden_(torch::cat({left, right}, -1))));
+}
+
+TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config_(config) {
+  if (config.architecture != "tgn" && config.architecture != "tgat") {
+    throw std::invalid_argument("architecture must be 'tgn' or 'tgat', got '" +
+                                config.architecture + "'");
+  }
+  if (config.layers < 1 || config.layers > 2) throw std::invalid_argument("layers must be 1 or 2");
+  if (config.neighbors < 1) throw std::invalid_argument("neighbors must be >= 1");
+  time_encoding_ = register_module("time_encoding", TimeEncoding(config.time_dim));
+  if (config.has_memory()) {
+    const int64_t message_dim =
+        2 * config.memory_dim + config.edge_feature_dim + config.time_dim;
+    memory_updater_ = register_module("memory_updater",
+                                      torch::nn::GRUCell(message_dim, config.memory_dim));
+  }
+  for (int64_t layer = 0; layer < config.layers; ++layer) {
+    const int64_t input_dim = layer == 0 ? config.memory_dim : config.embedding_dim;
+    MassAwareAttentionOptions options;
+    options.query_dim = input_dim + config.time_dim;
+    options.neighbor_dim = input_dim + config.edge_feature_dim + config.time_dim;
+    options.model_dim = config.embedding_dim;
+    options.heads = config.heads;
+    options.p = config.attention_p;
+    options.dropout = config.dropout;
+    attention_.push_back(
+        register_module("attention" + std::to_string(layer), MassAwareAttention(options)));
+    merge_.push_back(register_module(
+        "merge" + std::to_string(layer),
+        MergeMlp(config.embedding_dim, input_dim, config.embedding_dim, config.embedding_dim)));
+  }
+  predictor_ = register_module(
+      "predictor",
+      MergeMlp(config.embedding_dim, config.embedding_dim, config.embedding_dim, 1));
+  ResetMemory();
+}
+
+torch::Tensor TemporalLinkModelImpl::IndexTensor(std::span<const int64_t> nodes) const {
+  return torch::tensor(std::vector<int64_t>(nodes.begin(), nodes.end()), torch::kInt64)
+      .to(device());
+}
+
+torch::Device TemporalLinkModelImpl::device() const {
+  return time_encoding_->buffers()[0].device();
+}
+
+void TemporalLinkModelImpl::ResetMemory() {
+  const auto options = torch::TensorOptions().device(device());
+  const int64_t capacity = std::max<int64_t>(node_count_, 1);
+  memory_ = torch::zeros({capacity, config_.memory_dim}, options.dtype(torch::kFloat32));
+  last_update_ = torch::zeros({capacity}, options.dtype(torch::kFloat64));
+  pending_slot_ = torch::full({capacity}, -1, options.dtype(torch::kInt64));
+  pending_nodes_ = torch::zeros({0}, options.dtype(torch::kInt64));
+  pending_raw_ = torch::zeros({0, 2 * config_.memory_dim + config_.edge_feature_dim},
+                              options.dtype(torch::kFloat32));
+  pending_ts_ = torch::zeros({0}, options.dtype(torch::kFloat64));
+}
+
+void TemporalLinkModelImpl::EnsureNodes(int64_t node_count) {
+  if (node_count <= node_count_) return;
+  node_count_ = node_count;
+  const int64_t capacity = memory_.size(0);
+  if (node_count <= capacity) return;
+  // Geometric growth keeps the amortised cost of streaming in new nodes constant.
+  const int64_t grown = std::max(node_count, capacity * 2);
+  const int64_t extra = grown - capacity;
+  memory_ = torch::cat({memory_, torch::zeros({extra, config_.memory_dim}, memory_.options())});
+  last_update_ = torch::cat({last_update_, torch::zeros({extra}, last_update_.options())});
+  pending_slot_ = torch::cat({pending_slot_, torch::full({extra}, -1, pending_slot_.options())});
+}
+
+torch::Tensor TemporalLinkModelImpl::PendingUpdate() {
+  if (pending_nodes_.size(0) == 0) return torch::Tensor();
+  // Message = [s_self, s_other, e, phi(t - last_update_self)], then one GRU step.
+  const torch::Tensor deltas = pending_ts_ - last_update_.index_select(0, pending_nodes_);
+  const torch::Tensor messages = torch::cat({pending_raw_, time_encoding_(deltas)}, -1);
+  return memory_updater_(messages, memory_.index_select(0, pending_nodes_));
+}
+
+torch::Tensor TemporalLinkModelImpl::MemoryView(const torch::Tensor& nodes) {
+  torch::Tensor stored = memory_.index_select(0, nodes);
+  if (!pending_view_.defined() || pending_nodes_.size(0) == 0) return stored;
+  const torch::Tensor slots = pending_slot_.index_select(0, nodes);
+  const torch::Tensor has_pending = (slots >= 0).unsqueeze(-1);
+  const torch::Tensor updated = pending_view_.index_select(0, slots.clamp_min(0));
+  return torch::where(has_pending, updated, stored);
+}
+
+torch::Tensor TemporalLinkModelImpl::MemoryOf(std::span<const int64_t> nodes) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor index = IndexTensor(nodes);
+  if (!config_.has_memory()) return torch::zeros({index.size(0), config_.memory_dim});
+  pending_view_ = PendingUpdate();
+  torch::Tensor result = MemoryView(index);
+  pending_view_ = torch::Tensor();
+  return result.cpu();
+}
+
+torch::Tensor TemporalLinkModelImpl::EmbedLayer(const torch::Tensor& nodes,
+                                                const std::vector<double>& times, int64_t layer,
+                                                const NeighborSampler& sampler,
+                                                AttentionMetrics* metrics) {
+  const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).device(device());
+  if (layer == 0) {
+    if (config_.has_memory()) return MemoryView(nodes);
+    return torch::zeros({nodes.size(0), config_.memory_dim}, float_options);
+  }
+  const int64_t count = nodes.size(0);
+  const int64_t k = config_.neighbors;
+  const torch::Tensor self = EmbedLayer(nodes, times, layer - 1, sampler, nullptr);
+
+  NeighborBlock block;
+  const torch::Tensor nodes_cpu = nodes.cpu().contiguous();
+  sampler.Sample({nodes_cpu.data_ptr<int64_t>(), static_cast<size_t>(count)}, times, k, &block);
+  const torch::Tensor neighbor_nodes =
+      torch::from_blob(block.nodes.data(), {count * k}, torch::kInt64).to(device());
+  const torch::Tensor neighbor_embeddings =
+      EmbedLayer(neighbor_nodes, block.ts, layer - 1, sampler, nullptr).view({count, k, -1});
+  const torch::Tensor neighbor_ts =
+      torch::from_blob(block.ts.data(), {count, k}, torch::kFloat64).to(device());
+  const torch::Tensor query_ts =
+      torch::from_blob(const_cast<double*>(times.data()), {count, 1}, torch::kFloat64)
+          .to(device());
+  const torch::Tensor valid =
+      torch::from_blob(block.valid.data(), {count, k}, torch::kUInt8).to(device()).to(torch::kBool);
+
+  std::vector<torch::Tensor> neighbor_parts = {neighbor_embeddings};
+  if (config_.edge_feature_dim > 0) {
+    if (static_cast<int64_t>(block.feature_dim) != config_.edge_feature_dim) {
+      throw std::invalid_argument("neighbour features have width " +
+                                  std::to_string(block.feature_dim) + ", model expects " +
+                                  std::to_string(config_.edge_feature_dim));
+    }
+    neighbor_parts.push_back(
+        torch::from_blob(block.features.data(), {count, k, config_.edge_feature_dim},
+                         torch::kFloat32)
+            .to(device()));
+  }
+  neighbor_parts.push_back(time_encoding_(query_ts - neighbor_ts));
+  const torch::Tensor neighbors = torch::cat(neighbor_parts, -1);
+  const torch::Tensor query =
+      torch::cat({self, time_encoding_(torch::zeros({count}, float_options))}, -1);
+
+  AttentionOutput attended = attention_[layer - 1](query, neighbors, valid);
+  if (metrics != nullptr) *metrics = attended.metrics;
+  return merge_[layer - 1](attended.output, self);
+}
+
+Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
+                                        std::span<const double> times,
+                                        const NeighborSampler& sampler) {
+  const torch::Tensor index = IndexTensor(nodes);
+  if (config_.has_memory()) pending_view_ = PendingUpdate();
+  Embeddings result;
+  result.vectors = EmbedLayer(index, std::vector<double>(times.begin(), times.end()),
+                              config_.layers, sampler, &result.metrics);
+  pending_view_ = torch::Tensor();
+  return result;
+}
+
+torch::Tensor TemporalLinkModelImpl::Predict(const torch::Tensor& src_embeddings,
+                                             const torch::Tensor& dst_embeddings) {
+  return predictor_(src_embeddings, dst_embeddings).squeeze(-1);
+}
+
+void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src,
+                                        std::span<const int64_t> dst,
+                                        std::span<const double> ts,
+                                        std::span<const float> features) {
+  if (!config_.has_memory()) return;
+  torch::NoGradGuard no_grad;
+  const int64_t events = static_cast<int64_t>(src.size());
+  int64_t max_node = 0;
+  for (int64_t i = 0; i < events; ++i) max_node = std::max({max_node, src[i], dst[i]});
+  EnsureNodes(max_node + 1);
+
+  // 1. Commit the pending messages: memory and last update of those nodes move forward.
+  if (pending_nodes_.size(0) > 0) {
+    memory_.index_copy_(0, pending_nodes_, PendingUpdate());
+    last_update_.index_copy_(0, pending_nodes_, pending_ts_);
+    pending_slot_.index_fill_(0, pending_nodes_, -1);
+  }
+  if (events == 0) {
+    pending_nodes_ = pending_nodes_.narrow(0, 0, 0);
+    pending_raw_ = pending_raw_.narrow(0, 0, 0);
+    pending_ts_ = pending_ts_.narrow(0, 0, 0);
+    return;
+  }
+
+  // 2. This batch's messages, [s_self, s_other, e], keep the last one per node ("last"
+  // aggregator): event i gives a message to src (slot i) and to dst (slot events + i).
+  const auto cpu_long = torch::TensorOptions().dtype(torch::kInt64);
+  const torch::Tensor src_index =
+      torch::from_blob(const_cast<int64_t*>(src.data()), {events}, cpu_long).to(device());
+  const torch::Tensor dst_index =
+      torch::from_blob(const_cast<int64_t*>(dst.data()), {events}, cpu_long).to(device());
+  const torch::Tensor event_ts =
+      torch::from_blob(const_cast<double*>(ts.data()), {events}, torch::kFloat64).to(device());
+  const torch::Tensor src_memory = memory_.index_select(0, src_index);
+  const torch::Tensor dst_memory = memory_.index_select(0, dst_index);
+  std::vector<torch::Tensor> src_parts = {src_memory, dst_memory};
+  std::vector<torch::Tensor> dst_parts = {dst_memory, src_memory};
+  if (config_.edge_feature_dim > 0) {
+    const torch::Tensor edge = torch::from_blob(const_cast<float*>(features.data()),
+                                                {events, config_.edge_feature_dim},
+                                                torch::kFloat32)
+                                   .to(device());
+    src_parts.push_back(edge);
+    dst_parts.push_back(edge);
+  }
+  const torch::Tensor all_nodes = torch::cat({src_index, dst_index});
+  const torch::Tensor all_raw = torch::cat({torch::cat(src_parts, -1), torch::cat(dst_parts, -1)});
+  const torch::Tensor all_ts = torch::cat({event_ts, event_ts});
+
+  // The last occurrence of each node: scatter positions with "max" reduction.
+  const torch::Tensor positions = torch::arange(2 * events, cpu_long.device(device()));
+  torch::Tensor last_position = torch::full({memory_.size(0)}, -1, cpu_long.device(device()));
+  last_position.scatter_reduce_(0, all_nodes, positions, "amax", /*include_self=*/true);
+  const torch::Tensor unique_nodes = std::get<0>(torch::_unique(all_nodes, /*sorted=*/true));
+  const torch::Tensor chosen = last_position.index_select(0, unique_nodes);
+  pending_nodes_ = unique_nodes;
+  pending_raw_ = all_raw.index_select(0, chosen);
+  pending_ts_ = all_ts.index_select(0, chosen);
+  pending_slot_.index_copy_(0, pending_nodes_,
+                            torch::arange(pending_nodes_.size(0), cpu_long.device(device())));
+}
+
+TemporalLinkModelImpl::MemoryState TemporalLinkModelImpl::SaveMemory() const {
+  return {memory_.clone(), last_update_.clone(), pending_nodes_.clone(), pending_raw_.clone(),
+          pending_ts_.clone(), node_count_};
+}
+
+void TemporalLinkModelImpl::RestoreMemory(const MemoryState& state) {
+  memory_ = state.memory.clone();
+  last_update_ = state.last_update.clone();
+  pending_nodes_ = state.pending_nodes.clone();
+  pending_raw_ = state.pending_raw.clone();
+  pending_ts_ = state.pending_ts.clone();
+  node_count_ = state.node_count;
+  pending_slot_ = torch::full({memory_.size(0)}, -1, pending_nodes_.options());
+  pending_slot_.index_copy_(0, pending_nodes_,
+                            torch::arange(pending_nodes_.size(0), pending_nodes_.options()));
+}
+
+}  // namespace tlp::model

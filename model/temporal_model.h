@@ -1,0 +1,135 @@
+// TemporalLinkModel: TGN (memory + temporal attention) or TGAT (attention only), with
+// Mass-Aware Attention, and an MLP link predictor.
+//
+// Memory protocol (as in the TGN reference, so the memory updater receives gradients and no
+// event leaks into its own score):
+//   1. Score(...) embeds nodes with the memory *view*: stored memory, with the messages pending
+//      from the previous ApplyEvents() run through the GRU (differentiable).
+//   2. ApplyEvents(batch) afterwards commits that view for the pending nodes and turns the new
+//      batch's events into the next pending messages (last message per node).
+// So scores for batch b see every event of batches < b and none of batch b.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <span>
+#include <string>
+
+#include "model/mass_aware_attention.h"
+#include "model/neighbor_sampler.h"
+
+namespace tlp::model {
+
+struct ModelConfig {
+  std::string architecture = "tgn";  // "tgn" (memory + attention) or "tgat" (no memory)
+  int64_t memory_dim = 100;          // node state width (TGAT: width of the zero node input)
+  int64_t time_dim = 100;            // time encoding width
+  int64_t embedding_dim = 100;       // attention / output embedding width
+  int64_t edge_feature_dim = 0;      // 0 for featureless streams
+  int64_t heads = 2;
+  int64_t layers = 1;                // 1 or 2 attention layers
+  int64_t neighbors = 10;            // k most recent neighbours per node
+  double attention_p = 1.1;          // MAA exponent; 1 = softmax
+  double dropout = 0.1;
+
+  bool has_memory() const { return architecture == "tgn"; }
+  // One line, stable order; part of the fingerprint.
+  std::string ToString() const;
+};
+
+// Fixed cosine time encoding phi(dt) = cos(dt * omega + b), omega_i = 10^(-9 i / (d - 1)), as in
+// GraphMixer; dt in seconds.
+class TimeEncodingImpl : public torch::nn::Module {
+ public:
+  explicit TimeEncodingImpl(int64_t dim);
+  // deltas: [...] (float64 or float32) -> [..., dim] float32
+  torch::Tensor forward(const torch::Tensor& deltas);
+
+ private:
+  torch::Tensor omega_;
+};
+TORCH_MODULE(TimeEncoding);
+
+// Two-layer perceptron on the concatenation of two inputs (TGAT's "merge layer").
+class MergeMlpImpl : public torch::nn::Module {
+ public:
+  MergeMlpImpl(int64_t left_dim, int64_t right_dim, int64_t hidden_dim, int64_t output_dim);
+  // left: [B, left_dim], right: [B, right_dim] -> [B, output_dim]
+  torch::Tensor forward(const torch::Tensor& left, const torch::Tensor& right);
+
+ private:
+  torch::nn::Linear hidden_{nullptr};
+  torch::nn::Linear output_{nullptr};
+};
+TORCH_MODULE(MergeMlp);
+
+// Embeddings and last-layer attention metrics of a set of (node, time) queries.
+struct Embeddings {
+  torch::Tensor vectors;  // [n, embedding_dim]
+  AttentionMetrics metrics;
+};
+
+class TemporalLinkModelImpl : public torch::nn::Module {
+ public:
+  explicit TemporalLinkModelImpl(const ModelConfig& config);
+
+  const ModelConfig& config() const { return config_; }
+
+  // Embeds nodes[i] at times[i] from history strictly before times[i].
+  Embeddings Embed(std::span<const int64_t> nodes, std::span<const double> times,
+                   const NeighborSampler& sampler);
+  // Logits of links (z_src, z_dst): [B]
+  torch::Tensor Predict(const torch::Tensor& src_embeddings, const torch::Tensor& dst_embeddings);
+
+  // Memory state -----------------------------------------------------------------------------
+  // Grows node state to hold indices < node_count (new nodes start at zero memory).
+  void EnsureNodes(int64_t node_count);
+  int64_t node_count() const { return node_count_; }
+  // Forgets all node memory and pending messages.
+  void ResetMemory();
+  // Commits pending messages and queues this batch's events as the next ones (see above).
+  // features: [events x edge_feature_dim] row-major, or empty.
+  void ApplyEvents(std::span<const int64_t> src, std::span<const int64_t> dst,
+                   std::span<const double> ts, std::span<const float> features);
+  // Memory of `nodes` with pending messages applied, detached: [n, memory_dim].
+  torch::Tensor MemoryOf(std::span<const int64_t> nodes);
+
+  // A full copy of the memory state (for evaluation passes that must be rewound).
+  struct MemoryState {
+    torch::Tensor memory, last_update, pending_nodes, pending_raw, pending_ts;
+    int64_t node_count = 0;
+  };
+  MemoryState SaveMemory() const;
+  void RestoreMemory(const MemoryState& state);
+
+ private:
+  // GRU step of every pending node's message, or undefined when none is pending.
+  torch::Tensor PendingUpdate();
+  torch::Tensor MemoryView(const torch::Tensor& nodes);  // differentiable
+  torch::Tensor IndexTensor(std::span<const int64_t> nodes) const;
+  torch::Tensor EmbedLayer(const torch::Tensor& nodes, const std::vector<double>& times,
+                           int64_t layer, const NeighborSampler& sampler,
+                           AttentionMetrics* metrics);
+  torch::Device device() const;
+
+  ModelConfig config_;
+  TimeEncoding time_encoding_{nullptr};
+  torch::nn::GRUCell memory_updater_{nullptr};
+  std::vector<MassAwareAttention> attention_;
+  std::vector<MergeMlp> merge_;
+  MergeMlp predictor_{nullptr};
+
+  // Node state: not parameters (derived from the event log, checkpointed by the server).
+  int64_t node_count_ = 0;
+  torch::Tensor memory_;         // [capacity, memory_dim] float32
+  torch::Tensor last_update_;    // [capacity] float64 seconds
+  torch::Tensor pending_slot_;   // [capacity] int64: row in pending_* or -1
+  torch::Tensor pending_nodes_;  // [P] int64
+  torch::Tensor pending_raw_;    // [P, 2 memory_dim + edge_feature_dim] message without time
+  torch::Tensor pending_ts_;     // [P] float64
+  // GRU output for the pending nodes, computed once per Embed() call (differentiable).
+  torch::Tensor pending_view_;
+};
+TORCH_MODULE(TemporalLinkModel);
+
+}  // namespace tlp::model

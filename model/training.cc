@@ -1,0 +1,519 @@
+#include "model/training.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <unordered_map>
+
+#include "model/link_metrics.h"
+
+namespace tlp::model {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::vector<int64_t> UniqueSorted(std::vector<int64_t> values) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+// Per-batch and pooled scores of one evaluation subset under one negative strategy.
+struct FigureAccumulator {
+  std::vector<double> batch_ap, batch_auc;
+  std::vector<float> pooled_scores;
+  std::vector<int> pooled_labels;
+  int64_t positives = 0;
+
+  void AddBatch(const std::vector<float>& positive, const std::vector<float>& negative) {
+    if (positive.empty()) return;
+    std::vector<float> scores(positive);
+    scores.insert(scores.end(), negative.begin(), negative.end());
+    std::vector<int> labels(positive.size(), 1);
+    labels.resize(scores.size(), 0);
+    batch_ap.push_back(AveragePrecision(scores, labels));
+    batch_auc.push_back(RocAuc(scores, labels));
+    pooled_scores.insert(pooled_scores.end(), scores.begin(), scores.end());
+    pooled_labels.insert(pooled_labels.end(), labels.begin(), labels.end());
+    positives += static_cast<int64_t>(positive.size());
+  }
+
+  LinkFigures Finish() const {
+    LinkFigures figures;
+    figures.ap = Summarize(batch_ap).mean;
+    figures.auc = Summarize(batch_auc).mean;
+    figures.pooled_ap = AveragePrecision(pooled_scores, pooled_labels);
+    figures.pooled_auc = RocAuc(pooled_scores, pooled_labels);
+    figures.positives = positives;
+    return figures;
+  }
+};
+
+std::vector<float> ToVector(const torch::Tensor& tensor) {
+  const torch::Tensor cpu = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  return {cpu.data_ptr<float>(), cpu.data_ptr<float>() + cpu.numel()};
+}
+
+}  // namespace
+
+struct Trainer::PeriodResult {
+  FigureAccumulator transductive[kNegativeStrategies];
+  FigureAccumulator inductive[kNegativeStrategies];
+  double reciprocal_rank_sum = 0;
+  int64_t ranked = 0;
+  double norm_sum = 0, effective_neighbors_sum = 0;
+  int64_t embedded = 0;
+  int64_t scored_pairs = 0;
+  double seconds = 0;
+};
+
+Status TemporalDataset::FromEvents(const EventBatch& batch, TemporalDataset* dataset) {
+  *dataset = TemporalDataset();
+  dataset->feature_dim = batch.feature_dim;
+  dataset->features = batch.features;
+  std::unordered_map<uint64_t, int64_t> index;
+  auto dense = [&](uint64_t id) {
+    auto [it, inserted] = index.try_emplace(id, static_cast<int64_t>(dataset->node_ids.size()));
+    if (inserted) dataset->node_ids.push_back(id);
+    return it->second;
+  };
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (i > 0 && batch.ts[i] < batch.ts[i - 1]) {
+      return Status::InvalidArgument("event " + std::to_string(i) + ": field 'ts' goes back in time (" +
+                                     std::to_string(batch.ts[i]) + " < " +
+                                     std::to_string(batch.ts[i - 1]) + "); streams must be sorted");
+    }
+    dataset->src.push_back(dense(batch.src[i]));
+    dataset->dst.push_back(dense(batch.dst[i]));
+    dataset->ts.push_back(batch.ts[i]);
+  }
+  return Status::Ok();
+}
+
+DataSplit SplitChronologically(const TemporalDataset& dataset, uint64_t seed) {
+  DataSplit split;
+  const int64_t events = dataset.events();
+  if (events == 0) return split;
+  std::vector<double> sorted_ts(dataset.ts);  // already sorted, kept general
+  std::sort(sorted_ts.begin(), sorted_ts.end());
+  auto quantile = [&](double q) {
+    const double position = q * static_cast<double>(events - 1);
+    const auto low = static_cast<size_t>(std::floor(position));
+    const size_t high = std::min(low + 1, sorted_ts.size() - 1);
+    return sorted_ts[low] + (position - static_cast<double>(low)) * (sorted_ts[high] - sorted_ts[low]);
+  };
+  split.validation_time = quantile(0.70);
+  split.test_time = quantile(0.85);
+
+  // Nodes appearing after the validation time; 10 % of them never enter training.
+  std::vector<int64_t> later_nodes;
+  for (int64_t i = 0; i < events; ++i) {
+    if (dataset.ts[i] > split.validation_time) {
+      later_nodes.push_back(dataset.src[i]);
+      later_nodes.push_back(dataset.dst[i]);
+    }
+  }
+  later_nodes = UniqueSorted(std::move(later_nodes));
+  std::mt19937_64 random(seed);
+  std::shuffle(later_nodes.begin(), later_nodes.end(), random);
+  std::vector<uint8_t> masked(dataset.nodes(), 0);
+  split.masked_nodes = static_cast<int64_t>(0.1 * static_cast<double>(later_nodes.size()));
+  for (int64_t i = 0; i < split.masked_nodes; ++i) masked[later_nodes[i]] = 1;
+
+  split.new_node.assign(dataset.nodes(), 1);
+  for (int64_t i = 0; i < events; ++i) {
+    const double t = dataset.ts[i];
+    if (t <= split.validation_time) {
+      if (!masked[dataset.src[i]] && !masked[dataset.dst[i]]) {
+        split.train.push_back(i);
+        split.new_node[dataset.src[i]] = 0;
+        split.new_node[dataset.dst[i]] = 0;
+      }
+    } else if (t <= split.test_time) {
+      split.validation.push_back(i);
+    } else {
+      split.test.push_back(i);
+    }
+  }
+  return split;
+}
+
+const char* StrategyName(NegativeStrategy strategy) {
+  switch (strategy) {
+    case NegativeStrategy::kRandom: return "random";
+    case NegativeStrategy::kHistorical: return "historical";
+    case NegativeStrategy::kInductive: return "inductive";
+  }
+  return "unknown";
+}
+
+Trainer::Trainer(TemporalLinkModel model, const TemporalDataset& dataset, const DataSplit& split,
+                 const TrainOptions& options)
+    : model_(std::move(model)),
+      dataset_(dataset),
+      split_(split),
+      options_(options),
+      train_adjacency_(dataset.feature_dim),
+      full_adjacency_(dataset.feature_dim),
+      random_(options.seed) {
+  model_->EnsureNodes(dataset.nodes());
+  optimizer_ = std::make_unique<torch::optim::Adam>(
+      model_->parameters(), torch::optim::AdamOptions(options.learning_rate));
+  std::vector<int64_t> train_dst;
+  for (int64_t i : split.train) {
+    train_adjacency_.Add(dataset.src[i], dataset.dst[i], dataset.ts[i], FeaturesOf(i));
+    train_dst.push_back(dataset.dst[i]);
+    training_edges_.insert(static_cast<uint64_t>(dataset.src[i] * dataset.nodes() + dataset.dst[i]));
+  }
+  for (int64_t i = 0; i < dataset.events(); ++i) {
+    full_adjacency_.Add(dataset.src[i], dataset.dst[i], dataset.ts[i], FeaturesOf(i));
+  }
+  train_destinations_ = UniqueSorted(std::move(train_dst));
+  all_destinations_ = UniqueSorted(dataset.dst);
+  all_sources_ = UniqueSorted(dataset.src);
+}
+
+std::span<const float> Trainer::FeaturesOf(int64_t event) const {
+  if (dataset_.feature_dim == 0) return {};
+  return {dataset_.features.data() + event * dataset_.feature_dim, dataset_.feature_dim};
+}
+
+void Trainer::MarkSeen(int64_t src, int64_t dst) {
+  const auto key = static_cast<uint64_t>(src * dataset_.nodes() + dst);
+  if (!seen_edges_.insert(key).second) return;
+  seen_edge_list_.push_back(key);
+  if (!training_edges_.contains(key)) unseen_in_training_list_.push_back(key);
+}
+
+void Trainer::Progress(const std::string& line) const {
+  if (!options_.progress) return;
+  // One updating line on a terminal, plain lines in logs.
+  static const bool terminal = isatty(fileno(stderr));
+  std::fprintf(stderr, terminal ? "\r%-110s" : "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+namespace {
+
+// The events of one batch, gathered from a period's index list.
+struct BatchEvents {
+  std::vector<int64_t> src, dst;
+  std::vector<double> ts;
+  std::vector<float> features;
+
+  void Gather(const TemporalDataset& dataset, std::span<const int64_t> events) {
+    src.clear();
+    dst.clear();
+    ts.clear();
+    features.clear();
+    for (int64_t i : events) {
+      src.push_back(dataset.src[i]);
+      dst.push_back(dataset.dst[i]);
+      ts.push_back(dataset.ts[i]);
+      if (dataset.feature_dim > 0) {
+        const float* row = dataset.features.data() + i * dataset.feature_dim;
+        features.insert(features.end(), row, row + dataset.feature_dim);
+      }
+    }
+  }
+  int64_t size() const { return static_cast<int64_t>(src.size()); }
+};
+
+}  // namespace
+
+EpochRecord Trainer::TrainEpoch(int64_t epoch) {
+  const auto start = Clock::now();
+  model_->train();
+  model_->ResetMemory();
+  const std::vector<int64_t>& events = split_.train;
+  const int64_t total = static_cast<int64_t>(events.size());
+  const int64_t batches = (total + options_.batch_size - 1) / options_.batch_size;
+  std::uniform_int_distribution<size_t> pick(0, train_destinations_.size() - 1);
+  BatchEvents batch;
+  std::vector<int64_t> nodes;
+  std::vector<double> times;
+  double loss_sum = 0, ap_sum = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t begin = b * options_.batch_size;
+    const int64_t count = std::min(options_.batch_size, total - begin);
+    batch.Gather(dataset_, std::span(events).subspan(begin, count));
+    nodes.assign(batch.src.begin(), batch.src.end());
+    nodes.insert(nodes.end(), batch.dst.begin(), batch.dst.end());
+    for (int64_t i = 0; i < count; ++i) nodes.push_back(train_destinations_[pick(random_)]);
+    times.assign(batch.ts.begin(), batch.ts.end());
+    times.insert(times.end(), batch.ts.begin(), batch.ts.end());
+    times.insert(times.end(), batch.ts.begin(), batch.ts.end());
+
+    // z: [3 * count, embedding_dim] = sources, true destinations, negative destinations.
+    const torch::Tensor z = model_->Embed(nodes, times, train_adjacency_).vectors;
+    const torch::Tensor source = z.narrow(0, 0, count);
+    const torch::Tensor positive = model_->Predict(source, z.narrow(0, count, count));
+    const torch::Tensor negative = model_->Predict(source, z.narrow(0, 2 * count, count));
+    const torch::Tensor loss =
+        torch::binary_cross_entropy_with_logits(positive, torch::ones_like(positive)) +
+        torch::binary_cross_entropy_with_logits(negative, torch::zeros_like(negative));
+    optimizer_->zero_grad();
+    loss.backward();
+    optimizer_->step();
+    model_->ApplyEvents(batch.src, batch.dst, batch.ts, batch.features);
+
+    loss_sum += loss.item<double>();
+    std::vector<float> scores = ToVector(positive);
+    const std::vector<float> negative_scores = ToVector(negative);
+    scores.insert(scores.end(), negative_scores.begin(), negative_scores.end());
+    std::vector<int> labels(count, 1);
+    labels.resize(2 * count, 0);
+    ap_sum += AveragePrecision(scores, labels);
+    if (b % 20 == 19 || b + 1 == batches) {
+      char line[160];
+      std::snprintf(line, sizeof(line),
+                    "epoch %lld  batch %lld/%lld  loss %.4f  train AP %.4f  %.0f events/s",
+                    static_cast<long long>(epoch), static_cast<long long>(b + 1),
+                    static_cast<long long>(batches), loss_sum / (b + 1), ap_sum / (b + 1),
+                    static_cast<double>(begin + count) / SecondsSince(start));
+      Progress(line);
+    }
+  }
+  EpochRecord record;
+  record.epoch = epoch;
+  record.loss = batches ? loss_sum / batches : 0;
+  record.train_ap = batches ? ap_sum / batches : 0;
+  record.seconds = SecondsSince(start);
+  record.events_per_second = static_cast<double>(total) / record.seconds;
+  return record;
+}
+
+void Trainer::ReplayIntoMemory(const std::vector<int64_t>& events) {
+  torch::NoGradGuard no_grad;
+  BatchEvents batch;
+  for (size_t begin = 0; begin < events.size(); begin += options_.batch_size) {
+    const size_t count = std::min<size_t>(options_.batch_size, events.size() - begin);
+    batch.Gather(dataset_, std::span(events).subspan(begin, count));
+    model_->ApplyEvents(batch.src, batch.dst, batch.ts, batch.features);
+    for (size_t i = 0; i < count; ++i) MarkSeen(batch.src[i], batch.dst[i]);
+  }
+}
+
+void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluation,
+                          PeriodResult* result) {
+  const auto start = Clock::now();
+  model_->eval();
+  torch::NoGradGuard no_grad;
+  const int strategies = full_evaluation ? kNegativeStrategies : 1;
+  const int64_t mrr_negatives = full_evaluation ? options_.mrr_negatives : 0;
+  std::uniform_int_distribution<size_t> pick_dst(0, all_destinations_.size() - 1);
+  std::uniform_int_distribution<size_t> pick_src(0, all_sources_.size() - 1);
+  const auto node_count = static_cast<uint64_t>(dataset_.nodes());
+  BatchEvents batch;
+  std::vector<int64_t> nodes;
+  std::vector<double> times;
+  std::unordered_set<uint64_t> batch_edges;
+  for (size_t begin = 0; begin < events.size(); begin += options_.batch_size) {
+    const int64_t count =
+        static_cast<int64_t>(std::min<size_t>(options_.batch_size, events.size() - begin));
+    batch.Gather(dataset_, std::span(events).subspan(begin, count));
+    batch_edges.clear();
+    for (int64_t i = 0; i < count; ++i) {
+      batch_edges.insert(static_cast<uint64_t>(batch.src[i]) * node_count + batch.dst[i]);
+    }
+    nodes.assign(batch.src.begin(), batch.src.end());
+    nodes.insert(nodes.end(), batch.dst.begin(), batch.dst.end());
+    // Negative edges per strategy, appended as [sources..., destinations...].
+    for (int s = 0; s < strategies; ++s) {
+      const std::vector<uint64_t>* pool = s == 1   ? &seen_edge_list_
+                                          : s == 2 ? &unseen_in_training_list_
+                                                   : nullptr;
+      std::vector<int64_t> negative_src(count), negative_dst(count);
+      int64_t from_pool = 0;
+      if (pool != nullptr && !pool->empty()) {
+        // Half the negatives from the pool (edges not in this batch), the rest random edges.
+        std::uniform_int_distribution<size_t> pick_edge(0, pool->size() - 1);
+        for (int64_t i = 0; i < count / 2; ++i) {
+          for (int attempt = 0; attempt < 8; ++attempt) {
+            const uint64_t key = (*pool)[pick_edge(random_)];
+            if (batch_edges.contains(key)) continue;
+            negative_src[from_pool] = static_cast<int64_t>(key / node_count);
+            negative_dst[from_pool] = static_cast<int64_t>(key % node_count);
+            ++from_pool;
+            break;
+          }
+        }
+      }
+      for (int64_t i = from_pool; i < count; ++i) {
+        negative_src[i] = s == 0 ? batch.src[i] : all_sources_[pick_src(random_)];
+        negative_dst[i] = all_destinations_[pick_dst(random_)];
+      }
+      nodes.insert(nodes.end(), negative_src.begin(), negative_src.end());
+      nodes.insert(nodes.end(), negative_dst.begin(), negative_dst.end());
+    }
+    const int64_t ranked = std::min<int64_t>(
+        count, std::max<int64_t>(0, (full_evaluation ? options_.mrr_queries : 0) - result->ranked));
+    for (int64_t i = 0; i < ranked * mrr_negatives; ++i) {
+      nodes.push_back(all_destinations_[pick_dst(random_)]);
+    }
+    times.clear();
+    for (int64_t r = 0; r < 2 + 2 * strategies; ++r) {
+      times.insert(times.end(), batch.ts.begin(), batch.ts.end());
+    }
+    for (int64_t i = 0; i < ranked; ++i) times.insert(times.end(), mrr_negatives, batch.ts[i]);
+
+    const Embeddings embedded = model_->Embed(nodes, times, full_adjacency_);
+    const torch::Tensor& z = embedded.vectors;
+    const torch::Tensor source = z.narrow(0, 0, count);
+    const std::vector<float> positive = ToVector(model_->Predict(source, z.narrow(0, count, count)));
+    std::vector<int64_t> new_rows;
+    for (int64_t i = 0; i < count; ++i) {
+      if (split_.new_node[batch.src[i]] || split_.new_node[batch.dst[i]]) new_rows.push_back(i);
+    }
+    for (int s = 0; s < strategies; ++s) {
+      const int64_t offset = (2 + 2 * s) * count;
+      const std::vector<float> negative = ToVector(
+          model_->Predict(z.narrow(0, offset, count), z.narrow(0, offset + count, count)));
+      result->transductive[s].AddBatch(positive, negative);
+      std::vector<float> new_positive, new_negative;
+      for (int64_t i : new_rows) {
+        new_positive.push_back(positive[i]);
+        new_negative.push_back(negative[i]);
+      }
+      result->inductive[s].AddBatch(new_positive, new_negative);
+    }
+    if (ranked > 0) {
+      const int64_t offset = (2 + 2 * strategies) * count;
+      const std::vector<float> negative = ToVector(model_->Predict(
+          source.narrow(0, 0, ranked).repeat_interleave(mrr_negatives, 0),
+          z.narrow(0, offset, ranked * mrr_negatives)));
+      for (int64_t i = 0; i < ranked; ++i) {
+        result->reciprocal_rank_sum +=
+            1.0 / TieAwareRank(positive[i], std::span(negative).subspan(i * mrr_negatives, mrr_negatives));
+      }
+      result->ranked += ranked;
+    }
+    const torch::Tensor endpoints = z.narrow(0, 0, 2 * count);
+    result->norm_sum += endpoints.norm(2, 1).sum().item<double>();
+    result->effective_neighbors_sum +=
+        embedded.metrics.effective_neighbors.narrow(0, 0, 2 * count).sum().item<double>();
+    result->embedded += 2 * count;
+    result->scored_pairs += count * (1 + strategies) + ranked * mrr_negatives;
+
+    model_->ApplyEvents(batch.src, batch.dst, batch.ts, batch.features);
+    for (int64_t i = 0; i < count; ++i) MarkSeen(batch.src[i], batch.dst[i]);
+  }
+  result->seconds = SecondsSince(start);
+}
+
+std::vector<EpochRecord> Trainer::Train() {
+  std::vector<EpochRecord> history;
+  double best_ap = -1;
+  int64_t epochs_without_gain = 0;
+  std::vector<torch::Tensor> best_parameters;
+  for (int64_t epoch = 1; epoch <= options_.epochs; ++epoch) {
+    EpochRecord record = TrainEpoch(epoch);
+    PeriodResult validation;
+    ScorePeriod(split_.validation, /*full_evaluation=*/false, &validation);
+    record.validation_ap = validation.transductive[0].Finish().ap;
+    history.push_back(record);
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "epoch %lld  loss %.4f  train AP %.4f  validation AP %.4f  %.1f s  %.0f events/s",
+                  static_cast<long long>(epoch), record.loss, record.train_ap,
+                  record.validation_ap, record.seconds, record.events_per_second);
+    Progress(line);
+    if (options_.progress) std::fputc('\n', stderr);
+    if (record.validation_ap > best_ap) {
+      best_ap = record.validation_ap;
+      epochs_without_gain = 0;
+      best_parameters.clear();
+      for (const torch::Tensor& p : model_->parameters()) best_parameters.push_back(p.detach().clone());
+    } else if (++epochs_without_gain >= options_.patience) {
+      break;
+    }
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> parameters = model_->parameters();
+  for (size_t i = 0; i < best_parameters.size(); ++i) parameters[i].copy_(best_parameters[i]);
+  return history;
+}
+
+EvaluationReport Trainer::Evaluate() {
+  // The same negatives for every model evaluated with the same seed.
+  random_.seed(options_.seed ^ 0x5eed5eedULL);
+  seen_edges_.clear();
+  seen_edge_list_.clear();
+  unseen_in_training_list_.clear();
+  model_->ResetMemory();
+  ReplayIntoMemory(split_.train);
+  PeriodResult validation, test;
+  ScorePeriod(split_.validation, /*full_evaluation=*/false, &validation);
+  ScorePeriod(split_.test, /*full_evaluation=*/true, &test);
+
+  EvaluationReport report;
+  for (int s = 0; s < kNegativeStrategies; ++s) {
+    report.transductive[s] = test.transductive[s].Finish();
+    report.inductive[s] = test.inductive[s].Finish();
+  }
+  report.mrr_queries = test.ranked;
+  report.mrr = test.ranked ? test.reciprocal_rank_sum / static_cast<double>(test.ranked) : 0;
+  report.mean_representation_norm = test.embedded ? test.norm_sum / test.embedded : 0;
+  report.mean_effective_neighbors = test.embedded ? test.effective_neighbors_sum / test.embedded : 0;
+  report.scored_pairs_per_second = test.scored_pairs / test.seconds;
+  if (options_.probe) report.probe_r2 = RunProbe(&report);
+  return report;
+}
+
+double Trainer::RunProbe(EvaluationReport* report) {
+  // Embeddings of every node with history at the end of the stream -> log(1 + degree).
+  torch::NoGradGuard no_grad;
+  const double end_time = dataset_.ts.back() + 1.0;
+  std::vector<int64_t> nodes;
+  std::vector<double> targets;
+  for (int64_t node = 0; node < dataset_.nodes(); ++node) {
+    const int64_t degree = full_adjacency_.DegreeBefore(node, end_time);
+    if (degree == 0) continue;
+    nodes.push_back(node);
+    targets.push_back(std::log1p(static_cast<double>(degree)));
+  }
+  const int64_t count = static_cast<int64_t>(nodes.size());
+  report->probe_nodes = count;
+  if (count < 10) return 0;
+  std::vector<torch::Tensor> chunks;
+  for (int64_t begin = 0; begin < count; begin += 2000) {
+    const int64_t size = std::min<int64_t>(2000, count - begin);
+    std::vector<double> times(size, end_time);
+    chunks.push_back(model_->Embed(std::span(nodes).subspan(begin, size), times, full_adjacency_)
+                         .vectors.to(torch::kCPU, torch::kFloat64));
+  }
+  const torch::Tensor features = torch::cat(chunks);
+  const torch::Tensor target = torch::tensor(targets, torch::kFloat64);
+  std::vector<int64_t> order(count);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 random(options_.seed ^ 0x9e3779b97f4a7c15ULL);
+  std::shuffle(order.begin(), order.end(), random);
+  const int64_t train_count = count * 4 / 5;
+  const torch::Tensor train_index = torch::tensor(std::vector<int64_t>(order.begin(), order.begin() + train_count));
+  const torch::Tensor test_index = torch::tensor(std::vector<int64_t>(order.begin() + train_count, order.end()));
+  const torch::Tensor x_train = features.index_select(0, train_index);
+  const torch::Tensor y_train = target.index_select(0, train_index);
+  // Standardise with training statistics; ridge with intercept, lambda = 1.
+  const torch::Tensor mean = x_train.mean(0);
+  const torch::Tensor scale = x_train.std(0).clamp_min(1e-8);
+  const torch::Tensor x = (x_train - mean) / scale;
+  const double y_mean = y_train.mean().item<double>();
+  const torch::Tensor gram = x.t().matmul(x) + torch::eye(x.size(1), torch::kFloat64);
+  const torch::Tensor weights = torch::linalg_solve(gram, x.t().matmul(y_train - y_mean));
+  const torch::Tensor x_test = (features.index_select(0, test_index) - mean) / scale;
+  const torch::Tensor y_test = target.index_select(0, test_index);
+  const torch::Tensor predicted = x_test.matmul(weights) + y_mean;
+  const double residual = (y_test - predicted).square().sum().item<double>();
+  const double total = (y_test - y_test.mean()).square().sum().item<double>();
+  return total > 0 ? 1.0 - residual / total : 0;
+}
+
+}  // namespace tlp::model

@@ -1,0 +1,133 @@
+// Training and evaluation of a TemporalLinkModel on a recorded event stream, following the
+// TGN / DyGLib protocol: chronological 70/15/15 split at the ts quantiles, batches of 200, one
+// random negative per positive, Adam + BCE, early stopping on validation AP; evaluation with
+// random, historical and inductive negatives (Poursafaei et al. 2022), transductive and
+// new-node (inductive) settings, MRR against sampled negatives, and the degree probe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <random>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "common/event_batch.h"
+#include "common/status.h"
+#include "model/neighbor_sampler.h"
+#include "model/temporal_model.h"
+
+namespace tlp::model {
+
+// An event stream with client ids remapped to dense indices in order of first appearance.
+struct TemporalDataset {
+  std::vector<int64_t> src, dst;
+  std::vector<double> ts;
+  uint32_t feature_dim = 0;
+  std::vector<float> features;
+  std::vector<uint64_t> node_ids;  // dense index -> client id
+
+  int64_t events() const { return static_cast<int64_t>(src.size()); }
+  int64_t nodes() const { return static_cast<int64_t>(node_ids.size()); }
+  // Fails (INVALID_ARGUMENT naming the event) when ts is not non-decreasing.
+  static Status FromEvents(const EventBatch& batch, TemporalDataset* dataset);
+};
+
+struct DataSplit {
+  double validation_time = 0;  // 0.70 quantile of ts
+  double test_time = 0;        // 0.85 quantile of ts
+  std::vector<int64_t> train, validation, test;  // event indices, chronological
+  std::vector<uint8_t> new_node;  // per node: never appears in a training event
+  int64_t masked_nodes = 0;       // nodes held out of training for the inductive setting
+};
+// Splits at the ts quantiles. 10 % of the nodes that appear after validation_time, chosen with
+// `seed`, are removed from training (every training event touching them is dropped) so that
+// the inductive setting has unseen nodes.
+DataSplit SplitChronologically(const TemporalDataset& dataset, uint64_t seed);
+
+enum class NegativeStrategy { kRandom = 0, kHistorical = 1, kInductive = 2 };
+inline constexpr int kNegativeStrategies = 3;
+const char* StrategyName(NegativeStrategy strategy);
+
+struct LinkFigures {
+  double ap = 0, auc = 0;                // averaged over batches of 200 (TGN / DyGLib style)
+  double pooled_ap = 0, pooled_auc = 0;  // over all scores of the period at once
+  int64_t positives = 0;
+};
+
+struct EvaluationReport {
+  LinkFigures transductive[kNegativeStrategies];
+  LinkFigures inductive[kNegativeStrategies];  // events touching a node unseen in training
+  double mrr = 0;                              // against `mrr_negatives` random destinations
+  int64_t mrr_queries = 0;
+  double probe_r2 = 0;   // ridge probe embeddings -> log(1 + degree), held-out nodes
+  int64_t probe_nodes = 0;
+  double mean_representation_norm = 0;
+  double mean_effective_neighbors = 0;
+  double scored_pairs_per_second = 0;
+};
+
+struct TrainOptions {
+  int64_t batch_size = 200;
+  int64_t epochs = 10;
+  int64_t patience = 5;
+  double learning_rate = 1e-4;
+  uint64_t seed = 0;
+  bool progress = true;
+  int64_t mrr_negatives = 100;
+  int64_t mrr_queries = 2000;  // test positives ranked for MRR (0 = none)
+  bool probe = true;
+};
+
+struct EpochRecord {
+  int64_t epoch = 0;
+  double loss = 0;
+  double train_ap = 0;
+  double validation_ap = 0;
+  double seconds = 0;
+  double events_per_second = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(TemporalLinkModel model, const TemporalDataset& dataset, const DataSplit& split,
+          const TrainOptions& options);
+
+  // Trains with early stopping on validation AP and leaves the best parameters in the model.
+  std::vector<EpochRecord> Train();
+  // Replays the training period into memory, then scores validation and test; the report is
+  // for the test period. Leaves memory at the end of the stream.
+  EvaluationReport Evaluate();
+
+ private:
+  struct PeriodResult;
+  EpochRecord TrainEpoch(int64_t epoch);
+  // Scores events[begin, end) batch by batch and applies them to memory.
+  void ScorePeriod(const std::vector<int64_t>& events, bool full_evaluation, PeriodResult* result);
+  void ReplayIntoMemory(const std::vector<int64_t>& events);
+  double RunProbe(EvaluationReport* report);
+  void Progress(const std::string& line) const;
+
+  void MarkSeen(int64_t src, int64_t dst);
+  std::span<const float> FeaturesOf(int64_t event) const;
+
+  TemporalLinkModel model_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  const TemporalDataset& dataset_;
+  const DataSplit& split_;
+  TrainOptions options_;
+  TemporalAdjacency train_adjacency_;
+  TemporalAdjacency full_adjacency_;
+  std::vector<int64_t> train_destinations_;  // unique dst indices of training events
+  std::vector<int64_t> all_destinations_;    // unique dst indices of the whole stream
+  std::vector<int64_t> all_sources_;
+  // Edge keys (src * nodes + dst) for historical / inductive negatives.
+  std::unordered_set<uint64_t> training_edges_;
+  std::unordered_set<uint64_t> seen_edges_;  // every edge applied to memory so far
+  std::vector<uint64_t> seen_edge_list_;
+  std::vector<uint64_t> unseen_in_training_list_;  // seen during evaluation, not in training
+  std::mt19937_64 random_;
+};
+
+}  // namespace tlp::model

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that tlpd's build, tests and demo need.
+# Idempotent and non-interactive; run as root (or with sudo) on a fresh machine.
+# Nothing is downloaded from anywhere but Debian's own archive.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config clang-format git
+  # the gRPC API
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  # storage, model, metrics
+  librocksdb-dev libtorch-dev prometheus-cpp-dev
+  # serial OpenBLAS: the pthread flavour's static TLS breaks civetweb's threads (TOOLCHAIN.md pitfall 2)
+  libopenblas0-serial
+  # utility libraries
+  zlib1g-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # Python client example and its test
+  python3 python3-grpcio python3-protobuf
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+else
+  echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# apt may have pulled in the pthread OpenBLAS, whose alternatives priority wins; pin the serial one.
+for lib in libblas.so.3 liblapack.so.3; do
+  serial="/usr/lib/x86_64-linux-gnu/openblas-serial/${lib}"
+  if [ -e "$serial" ]; then
+    $SUDO update-alternatives --quiet --set "${lib}-x86_64-linux-gnu" "$serial" || true
+  fi
+done
+echo "setup: done"

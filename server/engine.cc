@@ -1,0 +1,281 @@
+#include "server/engine.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "model/checkpoint.h"
+#include "model/neighbor_sampler.h"
+#include "model/temporal_model.h"
+
+namespace tlp::server {
+
+// Serves the model's neighbour lookups from the store's index, translating dense model
+// indices to client ids and back.
+class Engine::StoreSampler : public model::NeighborSampler {
+ public:
+  explicit StoreSampler(const Engine& engine) : engine_(engine) {}
+
+  void Sample(std::span<const int64_t> nodes, std::span<const double> times, int64_t k,
+              model::NeighborBlock* out) const override {
+    thread_local std::vector<uint64_t> ids;
+    thread_local storage::NeighborLists lists;
+    ids.resize(nodes.size());
+    {
+      std::shared_lock lock(engine_.ids_mutex_);
+      for (size_t i = 0; i < nodes.size(); ++i) ids[i] = engine_.id_of_[nodes[i]];
+    }
+    const uint32_t dim = engine_.store_->feature_dim();
+    out->Reset(static_cast<int64_t>(nodes.size()), k, dim);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      for (int64_t slot = 0; slot < k; ++slot) out->ts[i * k + slot] = times[i];
+    }
+    // Unknown nodes (index 0) have id 0 in the table but must get no neighbours.
+    const Status status = engine_.store_->neighbors().RecentBatch(ids, times, k, &lists);
+    if (!status.ok()) throw std::runtime_error("neighbour lookup failed: " + status.ToString());
+    std::shared_lock lock(engine_.ids_mutex_);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (nodes[i] == 0) continue;
+      for (uint32_t slot = 0; slot < lists.counts[i]; ++slot) {
+        const storage::Neighbor& neighbor = lists.neighbors[i * k + slot];
+        const auto it = engine_.dense_of_.find(neighbor.node);
+        const size_t cell = i * k + slot;
+        out->nodes[cell] = it == engine_.dense_of_.end() ? 0 : it->second;
+        out->ts[cell] = neighbor.ts;
+        out->valid[cell] = 1;
+      }
+      if (dim > 0) {
+        std::copy_n(lists.features.begin() + i * k * dim, lists.counts[i] * dim,
+                    out->features.begin() + i * k * dim);
+      }
+    }
+  }
+
+ private:
+  const Engine& engine_;
+};
+
+Engine::~Engine() = default;
+
+Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engine) {
+  std::unique_ptr<Engine> result(new Engine());
+  result->options_ = options;
+  torch::set_num_threads(options.torch_threads);
+  std::string note;
+  const torch::Device device = model::ResolveDevice(options.device, &note);
+  if (!note.empty()) spdlog::warn("{}", note);
+  result->device_name_ = device.str();
+
+  model::TemporalLinkModel loaded{nullptr};
+  Status status = model::LoadCheckpoint(options.checkpoint, device, &loaded);
+  if (!status.ok()) return status;
+  loaded->eval();
+  result->model_ = loaded.ptr();
+  result->fingerprint_ = model::ModelFingerprint(loaded);
+  spdlog::info("model {} ({}), fingerprint {}, device {}", options.checkpoint,
+               loaded->config().ToString(), result->fingerprint_, result->device_name_);
+
+  storage::StoreOptions store_options;
+  store_options.feature_dim = static_cast<uint32_t>(loaded->config().edge_feature_dim);
+  store_options.lateness_seconds = options.lateness_seconds;
+  store_options.sync = options.sync_writes;
+  status = storage::TemporalStore::Open(options.data_dir, store_options, &result->store_);
+  if (!status.ok()) return status;
+  result->id_of_.push_back(0);  // index 0: "never seen"
+  result->is_destination_.push_back(0);
+  result->sampler_ = std::make_unique<StoreSampler>(*result);
+
+  // Replay the whole log into memory in sequence-aligned chunks (see engine.h).
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t total = result->store_->last_sequence();
+  status = result->store_->ReplayAfter(
+      0, static_cast<size_t>(options.memory_batch), [&](const EventBatch& batch, uint64_t first) {
+        std::vector<uint64_t> sequences(batch.size());
+        for (size_t i = 0; i < batch.size(); ++i) sequences[i] = first + i;
+        result->ApplyToMemory(batch, sequences);
+        return Status::Ok();
+      });
+  if (!status.ok()) return status;
+  spdlog::info("replayed {} events into memory in {:.2f} s ({} in the open chunk)", total,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+               result->chunk_src_.size());
+  *engine = std::move(result);
+  return Status::Ok();
+}
+
+int64_t Engine::DenseIndex(uint64_t node) {
+  {
+    std::shared_lock lock(ids_mutex_);
+    const auto it = dense_of_.find(node);
+    if (it != dense_of_.end()) return it->second;
+  }
+  std::unique_lock lock(ids_mutex_);
+  const auto [it, inserted] = dense_of_.try_emplace(node, static_cast<int64_t>(id_of_.size()));
+  if (inserted) {
+    id_of_.push_back(node);
+    is_destination_.push_back(0);
+  }
+  return it->second;
+}
+
+int64_t Engine::FindDense(uint64_t node) const {
+  std::shared_lock lock(ids_mutex_);
+  const auto it = dense_of_.find(node);
+  return it == dense_of_.end() ? 0 : it->second;
+}
+
+void Engine::FlushChunk() {
+  if (chunk_src_.empty()) return;
+  std::lock_guard lock(model_mutex_);
+  model_->EnsureNodes(static_cast<int64_t>(id_of_.size()));
+  model_->ApplyEvents(chunk_src_, chunk_dst_, chunk_ts_, chunk_features_);
+  events_applied_ += chunk_src_.size();
+  chunk_src_.clear();
+  chunk_dst_.clear();
+  chunk_ts_.clear();
+  chunk_features_.clear();
+}
+
+void Engine::ApplyToMemory(const EventBatch& batch, std::span<const uint64_t> sequences) {
+  const auto chunk = static_cast<uint64_t>(options_.memory_batch);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    chunk_src_.push_back(DenseIndex(batch.src[i]));
+    const int64_t dst = DenseIndex(batch.dst[i]);
+    chunk_dst_.push_back(dst);
+    {
+      std::unique_lock lock(ids_mutex_);
+      is_destination_[dst] = 1;
+    }
+    chunk_ts_.push_back(batch.ts[i]);
+    const auto features = batch.FeaturesOf(i);
+    chunk_features_.insert(chunk_features_.end(), features.begin(), features.end());
+    applied_through_ = sequences[i];
+    if (sequences[i] % chunk == 0) FlushChunk();
+  }
+}
+
+Status Engine::Ingest(const EventBatch& batch, storage::AppendResult* result) {
+  std::lock_guard lock(ingest_mutex_);
+  if (!options_.allow_self_loops) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch.src[i] == batch.dst[i]) {
+        return Status::InvalidArgument("event " + std::to_string(i) +
+                                       ": fields 'src' and 'dst' are equal (" +
+                                       std::to_string(batch.src[i]) +
+                                       "); start tlpd with --allow-self-loops to accept them");
+      }
+    }
+  }
+  Status status = store_->Append(batch, result);
+  if (!status.ok()) return status;
+  if (result->accepted == 0) return Status::Ok();
+  // Only newly stored events move memory, in sequence order.
+  EventBatch stored;
+  stored.feature_dim = batch.feature_dim;
+  std::vector<uint64_t> sequences;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (result->duplicate[i]) continue;
+    stored.Add(batch.src[i], batch.dst[i], batch.ts[i], batch.FeaturesOf(i));
+    sequences.push_back(result->sequences[i]);
+  }
+  ApplyToMemory(stored, sequences);
+  return Status::Ok();
+}
+
+Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
+  const size_t count = queries.size();
+  scores->assign(count, LinkScore());
+  if (count == 0) return Status::Ok();
+  std::vector<int64_t> nodes(2 * count);
+  std::vector<double> times(2 * count);
+  const double now = store_->max_ts();
+  for (size_t i = 0; i < count; ++i) {
+    LinkQuery query = queries[i];
+    if (query.at <= 0) query.at = std::nextafter(now, INFINITY);  // "now" sees every event
+    (*scores)[i].query = query;
+    nodes[i] = FindDense(query.src);
+    nodes[count + i] = FindDense(query.dst);
+    times[i] = times[count + i] = query.at;
+  }
+  try {
+    std::lock_guard lock(model_mutex_);
+    torch::NoGradGuard no_grad;
+    const model::Embeddings embedded = model_->Embed(nodes, times, *sampler_);
+    const torch::Tensor logits = model_->Predict(embedded.vectors.narrow(0, 0, count),
+                                                 embedded.vectors.narrow(0, count, count))
+                                     .cpu();
+    const torch::Tensor norms = embedded.vectors.norm(2, 1).cpu();
+    const torch::Tensor ess = embedded.metrics.effective_neighbors.cpu();
+    const torch::Tensor mass = embedded.metrics.attention_mass.cpu();
+    const torch::Tensor entropy = embedded.metrics.attention_entropy.cpu();
+    const torch::Tensor used = embedded.metrics.neighbors_used.cpu();
+    auto metrics = [&](size_t row) {
+      EndpointMetrics m;
+      m.representation_norm = norms[row].item<float>();
+      m.effective_neighbors = ess[row].item<float>();
+      m.attention_mass = mass[row].item<float>();
+      m.attention_entropy = entropy[row].item<float>();
+      m.neighbors_used = static_cast<uint32_t>(used[row].item<int64_t>());
+      m.cold_start = nodes[row] == 0;
+      return m;
+    };
+    for (size_t i = 0; i < count; ++i) {
+      LinkScore& score = (*scores)[i];
+      score.logit = logits[i].item<float>();
+      score.probability = 1.0f / (1.0f + std::exp(-score.logit));
+      score.src_metrics = metrics(i);
+      score.dst_metrics = metrics(count + i);
+    }
+  } catch (const std::exception& error) {
+    return Status::Internal(std::string("scoring failed: ") + error.what());
+  }
+  return Status::Ok();
+}
+
+std::vector<uint64_t> Engine::KnownDestinations() const {
+  std::shared_lock lock(ids_mutex_);
+  std::vector<uint64_t> result;
+  for (size_t i = 1; i < id_of_.size(); ++i) {
+    if (is_destination_[i]) result.push_back(id_of_[i]);
+  }
+  return result;
+}
+
+Status Engine::GetNode(uint64_t node, size_t recent, NodeInfo* info) {
+  *info = NodeInfo();
+  const int64_t dense = FindDense(node);
+  info->known = dense != 0;
+  if (!info->known) return Status::Ok();
+  info->degree = store_->neighbors().Degree(node);
+  Status status = store_->neighbors().Recent(node, INFINITY, std::max<size_t>(recent, 1), &info->recent);
+  if (!status.ok()) return status;
+  if (!info->recent.empty()) info->last_update_ts = info->recent.front().ts;
+  if (recent == 0) info->recent.clear();
+  std::lock_guard lock(model_mutex_);
+  if (model_->config().has_memory()) {
+    const torch::Tensor memory = model_->MemoryOf(std::vector<int64_t>{dense}).contiguous();
+    info->memory.assign(memory.data_ptr<float>(), memory.data_ptr<float>() + memory.numel());
+  }
+  return Status::Ok();
+}
+
+ModelInfo Engine::Info() const {
+  ModelInfo info;
+  const model::ModelConfig& config = model_->config();
+  info.architecture = config.architecture;
+  info.attention_p = config.attention_p;
+  info.fingerprint = fingerprint_;
+  info.device = device_name_;
+  info.embedding_dim = static_cast<uint32_t>(config.embedding_dim);
+  info.memory_dim = config.has_memory() ? static_cast<uint32_t>(config.memory_dim) : 0;
+  info.edge_feature_dim = static_cast<uint32_t>(config.edge_feature_dim);
+  info.neighbors = static_cast<uint32_t>(config.neighbors);
+  std::lock_guard lock(model_mutex_);
+  info.events_applied = events_applied_;
+  info.watermark = applied_through_ - chunk_src_.size();
+  return info;
+}
+
+}  // namespace tlp::server

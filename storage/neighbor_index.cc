@@ -1,0 +1,227 @@
+#include "storage/neighbor_index.h"
+
+#include <rocksdb/db.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
+#include "storage/event_codec.h"
+#include "storage/key_encoding.h"
+
+namespace tlp::storage {
+
+void NeighborLists::Reset(size_t queries, size_t slots, uint32_t dim) {
+  k = slots;
+  feature_dim = dim;
+  neighbors.assign(queries * slots, Neighbor());
+  counts.assign(queries, 0);
+  features.assign(queries * slots * dim, 0.0f);
+}
+
+NeighborIndex::NeighborIndex(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* adjacency,
+                             rocksdb::ColumnFamilyHandle* events, uint32_t cached_per_node,
+                             uint32_t feature_dim)
+    : db_(db),
+      adjacency_(adjacency),
+      events_(events),
+      cached_per_node_(std::max<uint32_t>(cached_per_node, 1)),
+      feature_dim_(feature_dim) {}
+
+void NeighborIndex::Add(uint64_t src, uint64_t dst, double ts, uint64_t sequence,
+                        std::span<const float> features) {
+  std::unique_lock lock(mutex_);
+  AddDirected(src, dst, ts, sequence, features);
+  if (src != dst) AddDirected(dst, src, ts, sequence, features);
+}
+
+void NeighborIndex::AddDirected(uint64_t node, uint64_t neighbor, double ts, uint64_t sequence,
+                                std::span<const float> features) {
+  auto [it, inserted] = slot_of_.try_emplace(node, static_cast<uint32_t>(degree_.size()));
+  const uint32_t slot = it->second;
+  const size_t capacity = cached_per_node_;
+  if (inserted) {
+    degree_.push_back(0);
+    cached_.push_back(0);
+    entries_.resize(entries_.size() + capacity);
+    features_.resize(features_.size() + capacity * feature_dim_);
+  }
+  ++degree_[slot];
+  Neighbor* row = entries_.data() + slot * capacity;
+  float* feature_row = features_.data() + slot * capacity * feature_dim_;
+  uint32_t& count = cached_[slot];
+  // Keep ascending (ts, sequence); events arrive almost sorted, so the insertion point is at or
+  // near the end. When full, the oldest entry falls out.
+  size_t position = count;
+  while (position > 0 && (row[position - 1].ts > ts ||
+                          (row[position - 1].ts == ts && row[position - 1].sequence > sequence))) {
+    --position;
+  }
+  if (count == capacity) {
+    if (position == 0) return;  // older than everything cached: only RocksDB keeps it
+    std::move(row + 1, row + position, row);
+    std::move(feature_row + feature_dim_, feature_row + position * feature_dim_, feature_row);
+    --position;
+  } else {
+    std::move_backward(row + position, row + count, row + count + 1);
+    std::move_backward(feature_row + position * feature_dim_, feature_row + count * feature_dim_,
+                       feature_row + (count + 1) * feature_dim_);
+    ++count;
+  }
+  row[position] = {neighbor, ts, sequence};
+  if (feature_dim_ > 0) std::copy(features.begin(), features.end(), feature_row + position * feature_dim_);
+}
+
+Status NeighborIndex::Rebuild() {
+  {
+    std::unique_lock lock(mutex_);
+    slot_of_.clear();
+    degree_.clear();
+    cached_.clear();
+    entries_.clear();
+    features_.clear();
+  }
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), adjacency_));
+  std::vector<float> feature_buffer;
+  std::string event_value;
+  std::unique_lock lock(mutex_);
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    if (key.size() != kAdjacencyKeySize || it->value().size() != 8) {
+      return Status::Corruption("adjacency entry with a bad key or value size");
+    }
+    const std::string_view key_view(key.data(), key.size());
+    const uint64_t sequence = AdjacencyKey::Sequence(key_view);
+    std::span<const float> features;
+    if (feature_dim_ > 0) {
+      // Only the cached tail needs features; reading them for every row keeps this simple and
+      // the cost is one point lookup per adjacency row on open.
+      rocksdb::Status status =
+          db_->Get(rocksdb::ReadOptions(), events_, SequenceKey(sequence).view(), &event_value);
+      if (!status.ok()) return Status::Corruption("adjacency row without its event");
+      DecodedEvent event;
+      Status decoded = DecodeEvent(event_value, &feature_buffer, &event);
+      if (!decoded.ok()) return decoded;
+      features = event.features;
+    }
+    AddDirected(AdjacencyKey::Node(key_view), GetBigEndian64(it->value().data()),
+                AdjacencyKey::Ts(key_view), sequence, features);
+  }
+  if (!it->status().ok()) return Status::IoError(it->status().ToString());
+  return Status::Ok();
+}
+
+bool NeighborIndex::FromCache(uint64_t node, double before, size_t k, size_t row,
+                              NeighborLists* out) const {
+  std::shared_lock lock(mutex_);
+  const auto it = slot_of_.find(node);
+  if (it == slot_of_.end()) return true;  // unknown node: no neighbours, nothing in RocksDB
+  const uint32_t slot = it->second;
+  const Neighbor* entries = entries_.data() + static_cast<size_t>(slot) * cached_per_node_;
+  const uint32_t count = cached_[slot];
+  const Neighbor* end = std::lower_bound(entries, entries + count, before,
+                                         [](const Neighbor& n, double t) { return n.ts < t; });
+  const size_t available = end - entries;
+  const bool complete_history = degree_[slot] == count;
+  if (available < k && !complete_history) return false;
+  const size_t taken = std::min(available, k);
+  Neighbor* target = out->neighbors.data() + row * k;
+  for (size_t i = 0; i < taken; ++i) target[i] = *(end - 1 - i);
+  out->counts[row] = static_cast<uint32_t>(taken);
+  if (feature_dim_ > 0) {
+    const float* source = features_.data() + static_cast<size_t>(slot) * cached_per_node_ * feature_dim_;
+    for (size_t i = 0; i < taken; ++i) {
+      const size_t index = (end - entries) - 1 - i;
+      std::copy_n(source + index * feature_dim_, feature_dim_,
+                  out->features.data() + (row * k + i) * feature_dim_);
+    }
+  }
+  return true;
+}
+
+Status NeighborIndex::FromStore(uint64_t node, double before, size_t k, size_t row,
+                                NeighborLists* out) const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), adjacency_));
+  // The first key at or after (node, before, 0); the entry just before it is the newest with
+  // ts < before.
+  it->Seek(AdjacencyKey(node, before, 0).view());
+  if (it->Valid()) {
+    it->Prev();
+  } else {
+    it->SeekToLast();
+  }
+  Neighbor* target = out->neighbors.data() + row * k;
+  size_t taken = 0;
+  for (; it->Valid() && taken < k; it->Prev()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    if (AdjacencyKey::Node(key) != node) break;
+    target[taken++] = {GetBigEndian64(it->value().data()), AdjacencyKey::Ts(key),
+                       AdjacencyKey::Sequence(key)};
+  }
+  if (!it->status().ok()) return Status::IoError(it->status().ToString());
+  out->counts[row] = static_cast<uint32_t>(taken);
+  if (feature_dim_ > 0 && taken > 0) {
+    std::vector<std::string> keys;
+    std::vector<rocksdb::Slice> slices;
+    std::vector<rocksdb::ColumnFamilyHandle*> families(taken, events_);
+    keys.reserve(taken);
+    for (size_t i = 0; i < taken; ++i) {
+      keys.emplace_back(SequenceKey(target[i].sequence).view());
+      slices.emplace_back(keys.back());
+    }
+    std::vector<std::string> values;
+    const std::vector<rocksdb::Status> statuses =
+        db_->MultiGet(rocksdb::ReadOptions(), families, slices, &values);
+    std::vector<float> buffer;
+    for (size_t i = 0; i < taken; ++i) {
+      if (!statuses[i].ok()) return Status::Corruption("adjacency row without its event");
+      DecodedEvent event;
+      Status decoded = DecodeEvent(values[i], &buffer, &event);
+      if (!decoded.ok()) return decoded;
+      std::copy(event.features.begin(), event.features.end(),
+                out->features.data() + (row * k + i) * feature_dim_);
+    }
+  }
+  return Status::Ok();
+}
+
+Status NeighborIndex::RecentBatch(std::span<const uint64_t> nodes, std::span<const double> before,
+                                  size_t k, NeighborLists* out) const {
+  out->Reset(nodes.size(), k, feature_dim_);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (FromCache(nodes[i], before[i], k, i, out)) {
+      cache_hits_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    cache_misses_.fetch_add(1, std::memory_order_relaxed);
+    Status status = FromStore(nodes[i], before[i], k, i, out);
+    if (!status.ok()) return status;
+  }
+  return Status::Ok();
+}
+
+Status NeighborIndex::Recent(uint64_t node, double before, size_t k,
+                             std::vector<Neighbor>* out) const {
+  thread_local NeighborLists lists;
+  Status status = RecentBatch({&node, 1}, {&before, 1}, k, &lists);
+  out->assign(lists.neighbors.begin(), lists.neighbors.begin() + lists.counts[0]);
+  return status;
+}
+
+uint64_t NeighborIndex::Degree(uint64_t node) const {
+  std::shared_lock lock(mutex_);
+  const auto it = slot_of_.find(node);
+  return it == slot_of_.end() ? 0 : degree_[it->second];
+}
+
+bool NeighborIndex::Known(uint64_t node) const {
+  std::shared_lock lock(mutex_);
+  return slot_of_.contains(node);
+}
+
+size_t NeighborIndex::node_count() const {
+  std::shared_lock lock(mutex_);
+  return slot_of_.size();
+}
+
+}  // namespace tlp::storage

@@ -1,0 +1,92 @@
+// NeighborIndex: the k most recent temporal neighbours of a node strictly before a time.
+//
+// The hot path of scoring. An in-memory cache keeps the last `cached_per_node` neighbours of
+// every node (flat arrays, no per-event allocation) so that lookups at "now" never touch
+// RocksDB; a query further back than the cache reaches falls back to one reverse seek on the
+// `adjacency` column family, O(k) after the seek. Reads may run concurrently with the single
+// writer; the lock is never held across RocksDB I/O.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <shared_mutex>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+}  // namespace rocksdb
+
+namespace tlp::storage {
+
+struct Neighbor {
+  uint64_t node = 0;
+  double ts = 0;
+  uint64_t sequence = 0;  // store sequence of the event behind this adjacency
+};
+
+// Result of a batched lookup: row i holds up to k neighbours of query i, newest first.
+struct NeighborLists {
+  size_t k = 0;
+  uint32_t feature_dim = 0;
+  std::vector<Neighbor> neighbors;  // [queries x k]
+  std::vector<uint32_t> counts;     // valid entries per row
+  std::vector<float> features;      // [queries x k x feature_dim], 0 on padding
+  void Reset(size_t queries, size_t slots, uint32_t dim);
+};
+
+class NeighborIndex {
+ public:
+  NeighborIndex(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* adjacency,
+                rocksdb::ColumnFamilyHandle* events, uint32_t cached_per_node,
+                uint32_t feature_dim);
+
+  // Records one event in both directions (the store's writer calls this after a durable write).
+  void Add(uint64_t src, uint64_t dst, double ts, uint64_t sequence,
+           std::span<const float> features);
+  // Rebuilds the cache and degrees from the adjacency column family (on open).
+  Status Rebuild();
+
+  // The k most recent neighbours of `node` with ts < before, newest first.
+  Status Recent(uint64_t node, double before, size_t k, std::vector<Neighbor>* out) const;
+  // Batched form, with edge features when the store has them.
+  Status RecentBatch(std::span<const uint64_t> nodes, std::span<const double> before, size_t k,
+                     NeighborLists* out) const;
+
+  uint64_t Degree(uint64_t node) const;  // events touching the node (self-loops once)
+  bool Known(uint64_t node) const;
+  size_t node_count() const;
+  uint32_t cached_per_node() const { return cached_per_node_; }
+
+  // Lookups served by the cache / by RocksDB since start (for metrics).
+  uint64_t cache_hits() const { return cache_hits_.load(std::memory_order_relaxed); }
+  uint64_t cache_misses() const { return cache_misses_.load(std::memory_order_relaxed); }
+
+ private:
+  void AddDirected(uint64_t node, uint64_t neighbor, double ts, uint64_t sequence,
+                   std::span<const float> features);
+  // Fills row `row` of `out` from the cache if it can answer; false when RocksDB must.
+  bool FromCache(uint64_t node, double before, size_t k, size_t row, NeighborLists* out) const;
+  Status FromStore(uint64_t node, double before, size_t k, size_t row, NeighborLists* out) const;
+
+  rocksdb::DB* db_;
+  rocksdb::ColumnFamilyHandle* adjacency_;
+  rocksdb::ColumnFamilyHandle* events_;
+  const uint32_t cached_per_node_;
+  const uint32_t feature_dim_;
+
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<uint64_t, uint32_t> slot_of_;  // node id -> slot
+  std::vector<uint64_t> degree_;                    // per slot
+  std::vector<uint32_t> cached_;                    // per slot: entries held (<= K)
+  std::vector<Neighbor> entries_;                   // [slot x K], ascending ts
+  std::vector<float> features_;                     // [slot x K x feature_dim]
+  mutable std::atomic<uint64_t> cache_hits_{0};
+  mutable std::atomic<uint64_t> cache_misses_{0};
+};
+
+}  // namespace tlp::storage

@@ -1,0 +1,408 @@
+#include "storage/temporal_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/utilities/checkpoint.h>
+#include <rocksdb/write_batch.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <unordered_set>
+
+#include "storage/event_codec.h"
+#include "storage/key_encoding.h"
+
+namespace tlp::storage {
+namespace {
+
+constexpr const char* kFamilies[] = {"events", "adjacency", "node_state", "event_ids", "meta"};
+constexpr const char* kSchemaKey = "schema_version";
+constexpr const char* kFeatureDimKey = "feature_dim";
+constexpr const char* kMaxTsKey = "max_ts";
+constexpr const char* kWatermarkKey = "watermark";
+
+Status FromRocks(const rocksdb::Status& status, const std::string& what) {
+  if (status.ok()) return Status::Ok();
+  if (status.IsCorruption()) return Status::Corruption(what + ": " + status.ToString());
+  if (status.IsNotFound()) return Status::NotFound(what + ": " + status.ToString());
+  return Status::IoError(what + ": " + status.ToString());
+}
+
+std::string EncodeU64(uint64_t value) {
+  std::string out(8, '\0');
+  PutBigEndian64(value, out.data());
+  return out;
+}
+
+std::string EncodeDouble(double value) {
+  std::string out(sizeof(double), '\0');
+  std::memcpy(out.data(), &value, sizeof(double));
+  return out;
+}
+
+rocksdb::Options DatabaseOptions() {
+  rocksdb::Options options;
+  options.create_if_missing = false;
+  options.create_missing_column_families = false;
+  options.IncreaseParallelism(2);
+  options.OptimizeLevelStyleCompaction();
+  options.compression = rocksdb::kLZ4Compression;
+  options.max_total_wal_size = 256 << 20;
+  return options;
+}
+
+std::string EventPrefix(size_t index) { return "event " + std::to_string(index) + ": "; }
+
+}  // namespace
+
+TemporalStore::~TemporalStore() {
+  if (db_) {
+    for (rocksdb::ColumnFamilyHandle* handle : handles_) db_->DestroyColumnFamilyHandle(handle);
+    db_->Close();
+  }
+}
+
+Status TemporalStore::Open(const std::string& path, const StoreOptions& options,
+                           std::unique_ptr<TemporalStore>* store) {
+  std::unique_ptr<TemporalStore> result(new TemporalStore());
+  result->path_ = path;
+  result->options_ = options;
+  rocksdb::Options db_options = DatabaseOptions();
+  const bool exists = std::filesystem::exists(std::filesystem::path(path) / "CURRENT");
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  if (!exists) {
+    if (!options.create_if_missing) return Status::NotFound("no store at '" + path + "'");
+    std::error_code error;
+    std::filesystem::create_directories(path, error);
+    if (error) return Status::IoError("cannot create '" + path + "': " + error.message());
+    db_options.create_if_missing = true;
+    db_options.create_missing_column_families = true;
+    descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(db_options));
+    for (const char* name : kFamilies) {
+      descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions(db_options));
+    }
+  } else {
+    std::vector<std::string> names;
+    Status status = FromRocks(rocksdb::DB::ListColumnFamilies(db_options, path, &names),
+                              "cannot read the column families of '" + path + "'");
+    if (!status.ok()) return status;
+    for (const char* name : kFamilies) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        return Status::Corruption("store '" + path + "' lacks column family '" + name +
+                                  "' (not a tlpd data dir, or damaged)");
+      }
+    }
+    for (const std::string& name : names) {
+      descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions(db_options));
+    }
+  }
+  rocksdb::DB* db = nullptr;
+  Status status = FromRocks(rocksdb::DB::Open(db_options, path, descriptors, &result->handles_, &db),
+                            "cannot open store '" + path + "'");
+  if (!status.ok()) return status;
+  result->db_.reset(db);
+  for (size_t i = 0; i < descriptors.size(); ++i) {
+    const std::string& name = descriptors[i].name;
+    rocksdb::ColumnFamilyHandle* handle = result->handles_[i];
+    if (name == "events") result->events_ = handle;
+    if (name == "adjacency") result->adjacency_ = handle;
+    if (name == "node_state") result->node_state_ = handle;
+    if (name == "event_ids") result->event_ids_ = handle;
+    if (name == "meta") result->meta_ = handle;
+  }
+  if (!exists) {
+    rocksdb::WriteBatch batch;
+    batch.Put(result->meta_, kSchemaKey, EncodeU64(kSchemaVersion));
+    batch.Put(result->meta_, kFeatureDimKey, EncodeU64(options.feature_dim.value_or(0)));
+    rocksdb::WriteOptions write_options;
+    write_options.sync = true;
+    status = FromRocks(result->db_->Write(write_options, &batch), "cannot initialise store");
+    if (!status.ok()) return status;
+  }
+  status = result->Initialize();
+  if (!status.ok()) return status;
+  *store = std::move(result);
+  return Status::Ok();
+}
+
+Status TemporalStore::Initialize() {
+  std::string value;
+  rocksdb::Status rocks = db_->Get(rocksdb::ReadOptions(), meta_, kSchemaKey, &value);
+  if (rocks.IsNotFound() || value.size() != 8) {
+    return Status::Corruption("store '" + path_ + "' has no schema version");
+  }
+  const uint64_t version = GetBigEndian64(value.data());
+  if (version != kSchemaVersion) {
+    return Status::FailedPrecondition("store '" + path_ + "' has schema version " +
+                                      std::to_string(version) + ", this build reads version " +
+                                      std::to_string(kSchemaVersion) +
+                                      "; it is left untouched (migrate or use another data dir)");
+  }
+  rocks = db_->Get(rocksdb::ReadOptions(), meta_, kFeatureDimKey, &value);
+  if (!rocks.ok() || value.size() != 8) return Status::Corruption("store has no feature_dim");
+  feature_dim_ = static_cast<uint32_t>(GetBigEndian64(value.data()));
+  if (options_.feature_dim && *options_.feature_dim != feature_dim_) {
+    return Status::FailedPrecondition("store '" + path_ + "' holds events with " +
+                                      std::to_string(feature_dim_) + " features, asked for " +
+                                      std::to_string(*options_.feature_dim));
+  }
+  if (db_->Get(rocksdb::ReadOptions(), meta_, kMaxTsKey, &value).ok() && value.size() == 8) {
+    double ts = 0;
+    std::memcpy(&ts, value.data(), sizeof(ts));
+    max_ts_ = ts;
+  }
+  if (db_->Get(rocksdb::ReadOptions(), meta_, kWatermarkKey, &value).ok() && value.size() == 8) {
+    watermark_ = GetBigEndian64(value.data());
+  }
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), events_));
+  it->SeekToLast();
+  if (it->Valid()) last_sequence_ = GetBigEndian64(it->key().data());
+  neighbors_ = std::make_unique<NeighborIndex>(db_.get(), adjacency_, events_,
+                                               options_.cached_neighbors, feature_dim_);
+  return neighbors_->Rebuild();
+}
+
+Status TemporalStore::Validate(const EventBatch& batch) const {
+  const double oldest_allowed = max_ts_.load() - options_.lateness_seconds;
+  double newest = max_ts_.load();
+  if (batch.feature_dim != feature_dim_ && !batch.empty()) {
+    return Status::InvalidArgument("field 'features': events carry " +
+                                   std::to_string(batch.feature_dim) + " features, the store " +
+                                   std::to_string(feature_dim_));
+  }
+  if (batch.features.size() != batch.size() * batch.feature_dim ||
+      (!batch.event_ids.empty() && batch.event_ids.size() != batch.size())) {
+    return Status::Internal("malformed EventBatch (column sizes differ)");
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const double ts = batch.ts[i];
+    if (!std::isfinite(ts) || ts < 0) {
+      return Status::InvalidArgument(EventPrefix(i) + "field 'ts' must be finite and >= 0, got " +
+                                     std::to_string(ts));
+    }
+    // Lateness is measured against the newest ts including earlier events of this batch.
+    if (ts < std::max(oldest_allowed, newest - options_.lateness_seconds)) {
+      return Status::OutOfRange(EventPrefix(i) + "field 'ts' = " + std::to_string(ts) +
+                                " is older than the lateness window (newest ts " +
+                                std::to_string(newest) + ", window " +
+                                std::to_string(options_.lateness_seconds) + " s)");
+    }
+    newest = std::max(newest, ts);
+    for (float value : batch.FeaturesOf(i)) {
+      if (!std::isfinite(value)) {
+        return Status::InvalidArgument(EventPrefix(i) + "field 'features' holds a non-finite value");
+      }
+    }
+    if (batch.EventIdOf(i).size() > kMaxEventIdBytes) {
+      return Status::InvalidArgument(EventPrefix(i) + "field 'event_id' is longer than " +
+                                     std::to_string(kMaxEventIdBytes) + " bytes");
+    }
+  }
+  return Status::Ok();
+}
+
+Status TemporalStore::Append(const EventBatch& batch, AppendResult* result) {
+  std::lock_guard lock(writer_mutex_);
+  result->sequences.assign(batch.size(), 0);
+  result->duplicate.assign(batch.size(), 0);
+  result->accepted = 0;
+  result->duplicates = 0;
+  Status status = Validate(batch);
+  if (!status.ok()) return status;
+  if (batch.empty()) return Status::Ok();
+
+  // Duplicates: ids already stored (one MultiGet), then repeats inside this batch.
+  if (!batch.event_ids.empty()) {
+    std::vector<rocksdb::Slice> keys;
+    std::vector<size_t> positions;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!batch.event_ids[i].empty()) {
+        keys.emplace_back(batch.event_ids[i]);
+        positions.push_back(i);
+      }
+    }
+    std::vector<std::string> values;
+    std::vector<rocksdb::ColumnFamilyHandle*> families(keys.size(), event_ids_);
+    const std::vector<rocksdb::Status> found =
+        db_->MultiGet(rocksdb::ReadOptions(), families, keys, &values);
+    std::unordered_map<std::string_view, size_t> first_in_batch;
+    for (size_t j = 0; j < keys.size(); ++j) {
+      const size_t i = positions[j];
+      if (found[j].ok() && values[j].size() == 8) {
+        result->duplicate[i] = 1;
+        result->sequences[i] = GetBigEndian64(values[j].data());
+      } else if (!found[j].IsNotFound()) {
+        return FromRocks(found[j], "event_id lookup failed");
+      } else if (!first_in_batch.try_emplace(batch.event_ids[i], i).second) {
+        result->duplicate[i] = 1;  // sequence filled in below, once the first one has its own
+      }
+    }
+  }
+
+  rocksdb::WriteBatch write;
+  uint64_t sequence = last_sequence_.load();
+  double newest = max_ts_.load();
+  std::unordered_map<std::string_view, uint64_t> assigned;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (result->duplicate[i]) continue;
+    ++sequence;
+    result->sequences[i] = sequence;
+    const SequenceKey key(sequence);
+    encode_buffer_.clear();
+    EncodeEvent(batch.src[i], batch.dst[i], batch.ts[i], batch.FeaturesOf(i), batch.EventIdOf(i),
+                &encode_buffer_);
+    write.Put(events_, key.view(), encode_buffer_);
+    const std::string dst_value = EncodeU64(batch.dst[i]);
+    write.Put(adjacency_, AdjacencyKey(batch.src[i], batch.ts[i], sequence).view(), dst_value);
+    if (batch.src[i] != batch.dst[i]) {
+      write.Put(adjacency_, AdjacencyKey(batch.dst[i], batch.ts[i], sequence).view(),
+                EncodeU64(batch.src[i]));
+    }
+    if (!batch.EventIdOf(i).empty()) {
+      write.Put(event_ids_, batch.EventIdOf(i), key.view());
+      assigned.emplace(batch.EventIdOf(i), sequence);
+    }
+    newest = std::max(newest, batch.ts[i]);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (result->duplicate[i] && result->sequences[i] == 0) {
+      result->sequences[i] = assigned[batch.EventIdOf(i)];
+    }
+  }
+  write.Put(meta_, kMaxTsKey, EncodeDouble(newest));
+  rocksdb::WriteOptions write_options;
+  write_options.sync = options_.sync;
+  status = FromRocks(db_->Write(write_options, &write), "append failed");
+  if (!status.ok()) return status;  // nothing of the batch is stored
+
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (result->duplicate[i]) {
+      ++result->duplicates;
+      continue;
+    }
+    ++result->accepted;
+    neighbors_->Add(batch.src[i], batch.dst[i], batch.ts[i], result->sequences[i],
+                    batch.FeaturesOf(i));
+  }
+  last_sequence_ = sequence;
+  max_ts_ = newest;
+  return Status::Ok();
+}
+
+Status TemporalStore::SaveNodeStates(std::span<const NodeState> states, uint64_t watermark) {
+  std::lock_guard lock(writer_mutex_);
+  rocksdb::WriteBatch write;
+  std::string value;
+  for (const NodeState& state : states) {
+    value.clear();
+    value.append(reinterpret_cast<const char*>(&state.last_update_ts), sizeof(double));
+    value.append(reinterpret_cast<const char*>(&state.degree), sizeof(uint64_t));
+    value.append(reinterpret_cast<const char*>(state.memory.data()),
+                 state.memory.size() * sizeof(float));
+    write.Put(node_state_, EncodeU64(state.node), value);
+  }
+  write.Put(meta_, kWatermarkKey, EncodeU64(watermark));
+  rocksdb::WriteOptions write_options;
+  write_options.sync = true;
+  Status status = FromRocks(db_->Write(write_options, &write), "node state checkpoint failed");
+  if (status.ok()) watermark_ = watermark;
+  return status;
+}
+
+namespace {
+
+Status DecodeNodeState(uint64_t node, std::string_view value, NodeState* state) {
+  constexpr size_t kHeader = sizeof(double) + sizeof(uint64_t);
+  if (value.size() < kHeader || (value.size() - kHeader) % sizeof(float) != 0) {
+    return Status::Corruption("node state of node " + std::to_string(node) + " has a bad size");
+  }
+  state->node = node;
+  std::memcpy(&state->last_update_ts, value.data(), sizeof(double));
+  std::memcpy(&state->degree, value.data() + sizeof(double), sizeof(uint64_t));
+  state->memory.resize((value.size() - kHeader) / sizeof(float));
+  std::memcpy(state->memory.data(), value.data() + kHeader, value.size() - kHeader);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status TemporalStore::GetNodeState(uint64_t node, NodeState* state, bool* found) const {
+  std::string value;
+  const rocksdb::Status rocks = db_->Get(rocksdb::ReadOptions(), node_state_, EncodeU64(node), &value);
+  *found = rocks.ok();
+  if (rocks.IsNotFound()) return Status::Ok();
+  if (!rocks.ok()) return FromRocks(rocks, "node state lookup failed");
+  return DecodeNodeState(node, value, state);
+}
+
+Status TemporalStore::ForEachNodeState(const std::function<Status(const NodeState&)>& visit) const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), node_state_));
+  NodeState state;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    Status status = DecodeNodeState(GetBigEndian64(it->key().data()),
+                                    std::string_view(it->value().data(), it->value().size()), &state);
+    if (!status.ok()) return status;
+    status = visit(state);
+    if (!status.ok()) return status;
+  }
+  return FromRocks(it->status(), "node state scan failed");
+}
+
+uint64_t TemporalStore::watermark() const { return watermark_.load(); }
+
+Status TemporalStore::ReplayAfter(
+    uint64_t after, size_t batch_size,
+    const std::function<Status(const EventBatch&, uint64_t)>& visit) const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), events_));
+  EventBatch batch;
+  batch.feature_dim = feature_dim_;
+  std::vector<float> features;
+  uint64_t first_sequence = 0;
+  for (it->Seek(SequenceKey(after + 1).view()); it->Valid(); it->Next()) {
+    DecodedEvent event;
+    Status status = DecodeEvent(std::string_view(it->value().data(), it->value().size()),
+                                &features, &event);
+    if (!status.ok()) return status;
+    if (batch.empty()) first_sequence = GetBigEndian64(it->key().data());
+    batch.Add(event.src, event.dst, event.ts, event.features, event.event_id);
+    if (batch.size() >= batch_size) {
+      status = visit(batch, first_sequence);
+      if (!status.ok()) return status;
+      batch.Clear();
+    }
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "replay failed");
+  if (!batch.empty()) return visit(batch, first_sequence);
+  return Status::Ok();
+}
+
+Status TemporalStore::Checkpoint(const std::string& directory) const {
+  rocksdb::Checkpoint* checkpoint = nullptr;
+  Status status = FromRocks(rocksdb::Checkpoint::Create(db_.get(), &checkpoint),
+                            "cannot create checkpoint object");
+  if (!status.ok()) return status;
+  std::unique_ptr<rocksdb::Checkpoint> owner(checkpoint);
+  return FromRocks(checkpoint->CreateCheckpoint(directory), "checkpoint to '" + directory + "' failed");
+}
+
+uint64_t TemporalStore::last_sequence() const { return last_sequence_.load(); }
+double TemporalStore::max_ts() const { return max_ts_.load(); }
+
+StoreStats TemporalStore::Stats() const {
+  StoreStats stats;
+  stats.events = last_sequence_.load();
+  stats.nodes = neighbors_->node_count();
+  for (rocksdb::ColumnFamilyHandle* handle : handles_) {
+    uint64_t value = 0;
+    if (db_->GetIntProperty(handle, "rocksdb.live-sst-files-size", &value)) stats.live_sst_bytes += value;
+    if (db_->GetIntProperty(handle, "rocksdb.estimate-pending-compaction-bytes", &value)) {
+      stats.pending_compaction_bytes += value;
+    }
+    if (db_->GetIntProperty(handle, "rocksdb.cur-size-all-mem-tables", &value)) stats.memtable_bytes += value;
+  }
+  return stats;
+}
+
+}  // namespace tlp::storage

@@ -1,0 +1,138 @@
+// TemporalStore: the durable, RocksDB-backed home of a temporal graph.
+//
+// Column families:
+//   events      seq (u64 BE)                -> packed event (see event_codec.h)
+//   adjacency   node, ts, seq (24 B, BE)    -> neighbour (u64 BE); both directions per event
+//   node_state  node (u64 BE)               -> last update ts, degree, memory vector
+//   event_ids   client event_id             -> seq (idempotent re-sends)
+//   meta        name                        -> schema version, feature dim, max ts, watermark
+//
+// Contract: one writer calls Append (it is serialised internally anyway); any number of
+// threads read. Append writes a whole batch in one WriteBatch with the WAL on, so after it
+// returns OK every event in it survives a crash of the process (and, with sync on, of the
+// machine). A batch that fails validation writes nothing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/event_batch.h"
+#include "common/status.h"
+#include "storage/neighbor_index.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+}  // namespace rocksdb
+
+namespace tlp::storage {
+
+inline constexpr uint32_t kSchemaVersion = 1;
+inline constexpr size_t kMaxEventIdBytes = 128;
+inline constexpr uint32_t kMaxFeatureDim = 4096;
+
+struct StoreOptions {
+  // Edge feature width of this store. Unset: take the stored one (0 for a new store).
+  std::optional<uint32_t> feature_dim;
+  // Events may arrive up to this many seconds older than the newest stored ts.
+  double lateness_seconds = 3600.0;
+  // fsync the WAL on every batch (survives power loss); off survives process crashes only.
+  bool sync = true;
+  // Neighbours cached in memory per node (NeighborIndex).
+  uint32_t cached_neighbors = 32;
+  bool create_if_missing = true;
+};
+
+struct AppendResult {
+  std::vector<uint64_t> sequences;  // per event: its sequence (the stored one for duplicates)
+  std::vector<uint8_t> duplicate;   // per event: 1 when its event_id was already stored
+  uint64_t accepted = 0;
+  uint64_t duplicates = 0;
+};
+
+struct NodeState {
+  uint64_t node = 0;
+  double last_update_ts = 0;
+  uint64_t degree = 0;
+  std::vector<float> memory;
+};
+
+struct StoreStats {
+  uint64_t events = 0;
+  uint64_t nodes = 0;
+  uint64_t live_sst_bytes = 0;
+  uint64_t pending_compaction_bytes = 0;
+  uint64_t memtable_bytes = 0;
+};
+
+class TemporalStore {
+ public:
+  static Status Open(const std::string& path, const StoreOptions& options,
+                     std::unique_ptr<TemporalStore>* store);
+  ~TemporalStore();
+  TemporalStore(const TemporalStore&) = delete;
+  TemporalStore& operator=(const TemporalStore&) = delete;
+
+  // Checks a batch without writing: INVALID_ARGUMENT / OUT_OF_RANGE naming the event index and
+  // field of the first bad event.
+  Status Validate(const EventBatch& batch) const;
+  // Validates, deduplicates by event_id, and writes the batch durably.
+  Status Append(const EventBatch& batch, AppendResult* result);
+
+  const NeighborIndex& neighbors() const { return *neighbors_; }
+
+  // Node memory checkpoint: all states and the watermark (the last sequence they include) in
+  // one atomic write.
+  Status SaveNodeStates(std::span<const NodeState> states, uint64_t watermark);
+  Status GetNodeState(uint64_t node, NodeState* state, bool* found) const;
+  Status ForEachNodeState(const std::function<Status(const NodeState&)>& visit) const;
+  uint64_t watermark() const;
+
+  // Visits the events with sequence > after, in order, in batches of up to `batch_size`;
+  // `first_sequence` is the sequence of batch.src[0].
+  Status ReplayAfter(uint64_t after, size_t batch_size,
+                     const std::function<Status(const EventBatch& batch, uint64_t first_sequence)>&
+                         visit) const;
+
+  // A consistent copy of the whole store in `directory` (must not exist), openable as a store.
+  Status Checkpoint(const std::string& directory) const;
+
+  uint64_t last_sequence() const;  // 0 = empty
+  double max_ts() const;
+  uint32_t feature_dim() const { return feature_dim_; }
+  double lateness_seconds() const { return options_.lateness_seconds; }
+  StoreStats Stats() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  TemporalStore() = default;
+  Status Initialize();
+
+  std::string path_;
+  StoreOptions options_;
+  uint32_t feature_dim_ = 0;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  rocksdb::ColumnFamilyHandle* events_ = nullptr;
+  rocksdb::ColumnFamilyHandle* adjacency_ = nullptr;
+  rocksdb::ColumnFamilyHandle* node_state_ = nullptr;
+  rocksdb::ColumnFamilyHandle* event_ids_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  std::unique_ptr<NeighborIndex> neighbors_;
+
+  mutable std::mutex writer_mutex_;  // serialises Append and SaveNodeStates
+  std::atomic<uint64_t> last_sequence_{0};
+  std::atomic<double> max_ts_{0.0};
+  std::atomic<uint64_t> watermark_{0};
+  // Reused across Append calls: no allocation per event once warm.
+  std::string encode_buffer_;
+};
+
+}  // namespace tlp::storage

@@ -1,0 +1,345 @@
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "storage/key_encoding.h"
+#include "storage/temporal_store.h"
+
+namespace tlp::storage {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tlp_store_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<TemporalStore> OpenStore(StoreOptions options = {}) {
+    options.sync = false;  // the crash test below shows process-crash safety without fsync
+    std::unique_ptr<TemporalStore> store;
+    const Status status = TemporalStore::Open(dir_.string(), options, &store);
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    return store;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST(KeyEncoding, OrderedBitsPreserveOrder) {
+  const std::vector<double> values = {-1e9, -2.5, -0.0, 0.0, 1e-300, 1.0, 2.5, 1e18};
+  for (size_t i = 1; i < values.size(); ++i) {
+    EXPECT_LE(OrderedBits(values[i - 1]), OrderedBits(values[i]));
+    EXPECT_EQ(FromOrderedBits(OrderedBits(values[i])), values[i]);
+  }
+}
+
+TEST_F(StoreTest, AppendsAndReadsBackAcrossReopen) {
+  {
+    auto store = OpenStore();
+    EventBatch batch;
+    batch.Add(1, 2, 10.0);
+    batch.Add(2, 3, 11.0);
+    batch.Add(1, 3, 12.0);
+    AppendResult result;
+    ASSERT_TRUE(store->Append(batch, &result).ok());
+    EXPECT_EQ(result.accepted, 3u);
+    EXPECT_EQ(result.sequences, (std::vector<uint64_t>{1, 2, 3}));
+    EXPECT_EQ(store->neighbors().Degree(1), 2u);
+  }
+  auto store = OpenStore();
+  EXPECT_EQ(store->last_sequence(), 3u);
+  EXPECT_EQ(store->max_ts(), 12.0);
+  std::vector<Neighbor> recent;
+  ASSERT_TRUE(store->neighbors().Recent(3, 100.0, 10, &recent).ok());
+  ASSERT_EQ(recent.size(), 2u);
+  EXPECT_EQ(recent[0].node, 1u);  // newest first
+  EXPECT_EQ(recent[1].node, 2u);
+  EXPECT_EQ(store->neighbors().Degree(3), 2u);
+  std::vector<uint64_t> replayed;
+  ASSERT_TRUE(store->ReplayAfter(1, 10, [&](const EventBatch& events, uint64_t first) {
+                  EXPECT_EQ(first, 2u);
+                  replayed.insert(replayed.end(), events.src.begin(), events.src.end());
+                  return Status::Ok();
+                }).ok());
+  EXPECT_EQ(replayed, (std::vector<uint64_t>{2, 1}));
+}
+
+TEST_F(StoreTest, DuplicateEventIdsAreAcknowledgedNotStoredTwice) {
+  auto store = OpenStore();
+  EventBatch batch;
+  batch.Add(1, 2, 1.0, {}, "a");
+  batch.Add(1, 3, 2.0, {}, "b");
+  batch.Add(1, 3, 2.0, {}, "b");  // repeated inside the batch
+  AppendResult result;
+  ASSERT_TRUE(store->Append(batch, &result).ok());
+  EXPECT_EQ(result.accepted, 2u);
+  EXPECT_EQ(result.duplicates, 1u);
+  EXPECT_EQ(result.sequences[2], result.sequences[1]);
+  ASSERT_TRUE(store->Append(batch, &result).ok());  // a full re-send
+  EXPECT_EQ(result.accepted, 0u);
+  EXPECT_EQ(result.duplicates, 3u);
+  EXPECT_EQ(result.sequences, (std::vector<uint64_t>{1, 2, 2}));
+  EXPECT_EQ(store->last_sequence(), 2u);
+  EXPECT_EQ(store->neighbors().Degree(1), 2u);
+}
+
+TEST_F(StoreTest, InvalidOrLateBatchWritesNothing) {
+  StoreOptions options;
+  options.lateness_seconds = 5;
+  auto store = OpenStore(options);
+  EventBatch batch;
+  batch.Add(1, 2, 100.0);
+  AppendResult result;
+  ASSERT_TRUE(store->Append(batch, &result).ok());
+  batch.Clear();
+  batch.Add(1, 2, 101.0);
+  batch.Add(1, 2, 90.0);  // 11 s late
+  Status status = store->Append(batch, &result);
+  EXPECT_EQ(status.code(), Status::Code::kOutOfRange);
+  EXPECT_NE(status.message().find("event 1"), std::string::npos) << status.message();
+  batch.Clear();
+  batch.Add(1, 2, 102.0);
+  batch.Add(1, 2, std::nan(""));
+  status = store->Append(batch, &result);
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("'ts'"), std::string::npos);
+  batch.Clear();
+  batch.feature_dim = 2;
+  const std::vector<float> features = {1.0f, 2.0f};
+  batch.Add(1, 2, 102.0, features);
+  EXPECT_EQ(store->Append(batch, &result).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(store->last_sequence(), 1u);
+  EXPECT_EQ(store->neighbors().Degree(1), 1u);
+  // Within the window is fine.
+  batch = EventBatch();
+  batch.Add(3, 4, 96.0);
+  EXPECT_TRUE(store->Append(batch, &result).ok());
+}
+
+// Property test: k-most-recent lookups (cache and RocksDB fallback) against brute force on a
+// random stream with repeated timestamps, late events and self-loops.
+TEST_F(StoreTest, RecentNeighboursMatchBruteForce) {
+  StoreOptions options;
+  options.cached_neighbors = 4;  // small, so many lookups fall back to RocksDB
+  options.lateness_seconds = 3;
+  options.feature_dim = 1;
+  auto store = OpenStore(options);
+  std::mt19937_64 random(42);
+  struct Stored {
+    uint64_t src, dst;
+    double ts;
+    uint64_t sequence;
+  };
+  std::vector<Stored> all;
+  double now = 0;
+  EventBatch batch;
+  batch.feature_dim = 1;
+  AppendResult result;
+  for (int round = 0; round < 40; ++round) {
+    batch.Clear();
+    for (int i = 0; i < 50; ++i) {
+      now += static_cast<double>(random() % 3);
+      const double ts = std::max(0.0, now - static_cast<double>(random() % 3));  // some late
+      const float feature = static_cast<float>(all.size() + batch.size());
+      batch.Add(random() % 30, random() % 30, ts, std::span(&feature, 1));
+    }
+    ASSERT_TRUE(store->Append(batch, &result).ok());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      all.push_back({batch.src[i], batch.dst[i], batch.ts[i], result.sequences[i]});
+    }
+  }
+  auto check = [&](const TemporalStore& s) {
+    NeighborLists lists;
+    for (int trial = 0; trial < 300; ++trial) {
+      const uint64_t node = random() % 32;
+      const double before = static_cast<double>(random() % static_cast<uint64_t>(now + 2));
+      const size_t k = 1 + random() % 8;
+      std::vector<Neighbor> expected;
+      for (const Stored& e : all) {
+        if (e.ts >= before) continue;
+        if (e.src == node) expected.push_back({e.dst, e.ts, e.sequence});
+        else if (e.dst == node) expected.push_back({e.src, e.ts, e.sequence});
+      }
+      std::sort(expected.begin(), expected.end(), [](const Neighbor& a, const Neighbor& b) {
+        return std::tie(a.ts, a.sequence) > std::tie(b.ts, b.sequence);
+      });
+      if (expected.size() > k) expected.resize(k);
+      ASSERT_TRUE(s.neighbors().RecentBatch({&node, 1}, {&before, 1}, k, &lists).ok());
+      ASSERT_EQ(lists.counts[0], expected.size()) << "node " << node << " before " << before;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_EQ(lists.neighbors[i].node, expected[i].node);
+        EXPECT_EQ(lists.neighbors[i].ts, expected[i].ts);
+        EXPECT_EQ(lists.neighbors[i].sequence, expected[i].sequence);
+        EXPECT_EQ(lists.features[i], static_cast<float>(expected[i].sequence - 1));
+      }
+    }
+  };
+  check(*store);
+  EXPECT_GT(store->neighbors().cache_hits(), 0u);
+  EXPECT_GT(store->neighbors().cache_misses(), 0u);
+  store.reset();
+  check(*OpenStore(options));  // the cache rebuilt from RocksDB answers the same
+}
+
+TEST_F(StoreTest, NodeStatesAndWatermarkSurviveReopen) {
+  {
+    auto store = OpenStore();
+    std::vector<NodeState> states = {{7, 3.5, 2, {1.0f, 2.0f}}, {9, 4.0, 1, {3.0f, 4.0f}}};
+    ASSERT_TRUE(store->SaveNodeStates(states, 42).ok());
+  }
+  auto store = OpenStore();
+  EXPECT_EQ(store->watermark(), 42u);
+  NodeState state;
+  bool found = false;
+  ASSERT_TRUE(store->GetNodeState(9, &state, &found).ok());
+  ASSERT_TRUE(found);
+  EXPECT_EQ(state.memory, (std::vector<float>{3.0f, 4.0f}));
+  EXPECT_EQ(state.last_update_ts, 4.0);
+  ASSERT_TRUE(store->GetNodeState(8, &state, &found).ok());
+  EXPECT_FALSE(found);
+  int visited = 0;
+  ASSERT_TRUE(store->ForEachNodeState([&](const NodeState&) { ++visited; return Status::Ok(); }).ok());
+  EXPECT_EQ(visited, 2);
+}
+
+TEST_F(StoreTest, CheckpointOpensAsAStore) {
+  auto store = OpenStore();
+  EventBatch batch;
+  batch.Add(1, 2, 1.0);
+  AppendResult result;
+  ASSERT_TRUE(store->Append(batch, &result).ok());
+  const std::string copy = dir_.string() + "_copy";
+  std::filesystem::remove_all(copy);
+  ASSERT_TRUE(store->Checkpoint(copy).ok());
+  std::unique_ptr<TemporalStore> reopened;
+  ASSERT_TRUE(TemporalStore::Open(copy, {}, &reopened).ok());
+  EXPECT_EQ(reopened->last_sequence(), 1u);
+  reopened.reset();
+  std::filesystem::remove_all(copy);
+}
+
+TEST_F(StoreTest, WrongSchemaVersionAndMissingFamilyAreClearErrors) {
+  OpenStore().reset();
+  {
+    // Rewrite the schema version behind the store's back.
+    rocksdb::DB* raw = nullptr;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name : {"default", "events", "adjacency", "node_state", "event_ids", "meta"}) {
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    }
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir_.string(), families, &handles, &raw).ok());
+    std::string version(8, '\0');
+    PutBigEndian64(99, version.data());
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), handles[5], "schema_version", version).ok());
+    ASSERT_TRUE(raw->DropColumnFamily(handles[2]).ok());
+    for (auto* handle : handles) raw->DestroyColumnFamilyHandle(handle);
+    delete raw;
+  }
+  std::unique_ptr<TemporalStore> store;
+  Status status = TemporalStore::Open(dir_.string(), {}, &store);
+  EXPECT_EQ(status.code(), Status::Code::kCorruption);
+  EXPECT_NE(status.message().find("'adjacency'"), std::string::npos) << status.message();
+
+  std::filesystem::remove_all(dir_);
+  OpenStore().reset();
+  {
+    rocksdb::DB* raw = nullptr;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name : {"default", "events", "adjacency", "node_state", "event_ids", "meta"}) {
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    }
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir_.string(), families, &handles, &raw).ok());
+    std::string version(8, '\0');
+    PutBigEndian64(99, version.data());
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), handles[5], "schema_version", version).ok());
+    for (auto* handle : handles) raw->DestroyColumnFamilyHandle(handle);
+    delete raw;
+  }
+  status = TemporalStore::Open(dir_.string(), {}, &store);
+  EXPECT_EQ(status.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(status.message().find("schema version 99"), std::string::npos) << status.message();
+  StoreOptions options;
+  options.create_if_missing = false;
+  EXPECT_EQ(TemporalStore::Open(dir_.string() + "_absent", options, &store).code(),
+            Status::Code::kNotFound);
+}
+
+// A child process appends batches with event ids and reports each acknowledged batch through a
+// pipe; the parent kills it with SIGKILL mid-stream. Every acknowledged event must be there
+// exactly once after reopening, and a re-send of everything stores nothing twice.
+TEST_F(StoreTest, SigkillMidStreamLosesNoAcknowledgedEvent) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  constexpr int kBatch = 100;
+  if (child == 0) {
+    close(pipe_fds[0]);
+    std::unique_ptr<TemporalStore> store;
+    StoreOptions options;
+    options.sync = false;
+    if (!TemporalStore::Open(dir_.string(), options, &store).ok()) _exit(2);
+    EventBatch batch;
+    AppendResult result;
+    for (uint32_t round = 0;; ++round) {
+      batch.Clear();
+      for (int i = 0; i < kBatch; ++i) {
+        const uint32_t n = round * kBatch + i;
+        batch.Add(n % 97, 1000 + n % 13, static_cast<double>(n), {}, "e" + std::to_string(n));
+      }
+      if (!store->Append(batch, &result).ok()) _exit(3);
+      if (write(pipe_fds[1], &round, sizeof(round)) != sizeof(round)) _exit(4);
+    }
+  }
+  close(pipe_fds[1]);
+  uint32_t acknowledged_rounds = 0, round = 0;
+  while (acknowledged_rounds < 30 && read(pipe_fds[0], &round, sizeof(round)) == sizeof(round)) {
+    acknowledged_rounds = round + 1;
+  }
+  kill(child, SIGKILL);
+  int wait_status = 0;
+  waitpid(child, &wait_status, 0);
+  // Rounds acknowledged after our last read are also durable; count what the pipe still holds.
+  while (read(pipe_fds[0], &round, sizeof(round)) == sizeof(round)) acknowledged_rounds = round + 1;
+  close(pipe_fds[0]);
+  ASSERT_GE(acknowledged_rounds, 30u);
+
+  auto store = OpenStore();
+  const uint64_t stored = store->last_sequence();
+  EXPECT_GE(stored, static_cast<uint64_t>(acknowledged_rounds) * kBatch);
+  EXPECT_EQ(stored % kBatch, 0u) << "a batch was partially stored";
+  std::set<uint64_t> sources_seen;
+  uint64_t replayed = 0;
+  ASSERT_TRUE(store->ReplayAfter(0, 1000, [&](const EventBatch& events, uint64_t first) {
+                  for (size_t i = 0; i < events.size(); ++i) {
+                    EXPECT_EQ(events.EventIdOf(i), "e" + std::to_string(first - 1 + i));
+                  }
+                  replayed += events.size();
+                  return Status::Ok();
+                }).ok());
+  EXPECT_EQ(replayed, stored);
+  EventBatch resend;
+  for (uint64_t n = 0; n < stored; ++n) {
+    resend.Add(n % 97, 1000 + n % 13, static_cast<double>(n), {}, "e" + std::to_string(n));
+  }
+  AppendResult result;
+  ASSERT_TRUE(store->Append(resend, &result).ok());
+  EXPECT_EQ(result.duplicates, stored);
+  EXPECT_EQ(store->last_sequence(), stored);
+}
+
+}  // namespace
+}  // namespace tlp::storage

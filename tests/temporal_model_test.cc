@@ -1,0 +1,195 @@
+#include "model/temporal_model.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "model/checkpoint.h"
+#include "model/neighbor_sampler.h"
+#include "model/training.h"
+
+namespace tlp::model {
+namespace {
+
+ModelConfig SmallConfig(const std::string& architecture, int64_t layers, int64_t features) {
+  ModelConfig config;
+  config.architecture = architecture;
+  config.memory_dim = 8;
+  config.time_dim = 6;
+  config.embedding_dim = 8;
+  config.edge_feature_dim = features;
+  config.heads = 2;
+  config.layers = layers;
+  config.neighbors = 3;
+  config.attention_p = 2.0;
+  config.dropout = 0.0;
+  return config;
+}
+
+TEST(TemporalAdjacency, ReturnsMostRecentStrictlyBeforeTime) {
+  TemporalAdjacency adjacency;
+  adjacency.Add(0, 1, 1.0);
+  adjacency.Add(0, 2, 2.0);
+  adjacency.Add(3, 0, 3.0);
+  adjacency.Add(0, 4, 3.0);
+  NeighborBlock block;
+  const std::vector<int64_t> nodes = {0, 0, 9};
+  const std::vector<double> times = {3.0, 10.0, 5.0};
+  adjacency.Sample(nodes, times, 2, &block);
+  // Before t = 3: (2 @ 2), (1 @ 1), newest first.
+  EXPECT_EQ(block.nodes[0], 2);
+  EXPECT_EQ(block.nodes[1], 1);
+  // Before t = 10: the two at t = 3, the later-added first.
+  EXPECT_EQ(block.nodes[2], 4);
+  EXPECT_EQ(block.nodes[3], 3);
+  EXPECT_EQ(block.valid[4] + block.valid[5], 0);  // unknown node: padding only
+  EXPECT_EQ(adjacency.DegreeBefore(0, 3.0), 2);
+}
+
+class ModelVariants : public ::testing::TestWithParam<std::tuple<std::string, int64_t, int64_t>> {};
+
+TEST_P(ModelVariants, EmbedsWithoutLeakageAndUpdatesMemoryAfterScoring) {
+  const auto [architecture, layers, features] = GetParam();
+  torch::manual_seed(7);
+  TemporalLinkModel model(SmallConfig(architecture, layers, features));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  TemporalAdjacency adjacency(static_cast<uint32_t>(features));
+  std::vector<float> edge(features, 0.5f);
+  adjacency.Add(0, 1, 1.0, edge);
+  adjacency.Add(1, 2, 2.0, edge);
+  model->EnsureNodes(4);
+  std::vector<float> batch_features(features * 2, 0.5f);
+  model->ApplyEvents(std::vector<int64_t>{0, 1}, std::vector<int64_t>{1, 2},
+                     std::vector<double>{1.0, 2.0}, batch_features);
+
+  const std::vector<int64_t> nodes = {0, 1, 3};
+  const std::vector<double> times = {5.0, 5.0, 5.0};
+  const Embeddings first = model->Embed(nodes, times, adjacency);
+  EXPECT_EQ(first.vectors.sizes(), (std::vector<int64_t>{3, 8}));
+  EXPECT_TRUE(torch::isfinite(first.vectors).all().item<bool>());
+  EXPECT_EQ(first.metrics.neighbors_used[1].item<int64_t>(), 2);
+  EXPECT_EQ(first.metrics.neighbors_used[2].item<int64_t>(), 0);  // cold start
+
+  // An event at t = 5 must not change the scores of queries at t = 5 (history is strictly
+  // earlier), but applying it moves memory for later queries.
+  adjacency.Add(0, 3, 5.0, edge);
+  const Embeddings same = model->Embed(nodes, times, adjacency);
+  EXPECT_TRUE(torch::allclose(first.vectors, same.vectors));
+  if (architecture == "tgn") {
+    const torch::Tensor before = model->MemoryOf(std::vector<int64_t>{0});
+    model->ApplyEvents(std::vector<int64_t>{0}, std::vector<int64_t>{3}, std::vector<double>{5.0},
+                       std::vector<float>(features, 0.5f));
+    const torch::Tensor after = model->MemoryOf(std::vector<int64_t>{0});
+    EXPECT_FALSE(torch::allclose(before, after));
+  }
+  const std::vector<double> later = {6.0, 6.0, 6.0};
+  const Embeddings moved = model->Embed(nodes, later, adjacency);
+  EXPECT_FALSE(torch::allclose(first.vectors[0], moved.vectors[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ModelVariants,
+                         ::testing::Combine(::testing::Values("tgn", "tgat"),
+                                            ::testing::Values(1, 2), ::testing::Values(0, 4)));
+
+TEST(TemporalLinkModel, MemoryStateSavesAndRestores) {
+  torch::manual_seed(8);
+  TemporalLinkModel model(SmallConfig("tgn", 1, 0));
+  model->EnsureNodes(3);
+  model->ApplyEvents(std::vector<int64_t>{0}, std::vector<int64_t>{1}, std::vector<double>{1.0}, {});
+  model->ApplyEvents(std::vector<int64_t>{1}, std::vector<int64_t>{2}, std::vector<double>{2.0}, {});
+  const auto saved = model->SaveMemory();
+  const torch::Tensor expected = model->MemoryOf(std::vector<int64_t>{0, 1, 2});
+  model->ApplyEvents(std::vector<int64_t>{2}, std::vector<int64_t>{0}, std::vector<double>{3.0}, {});
+  model->RestoreMemory(saved);
+  EXPECT_TRUE(torch::allclose(model->MemoryOf(std::vector<int64_t>{0, 1, 2}), expected));
+}
+
+TEST(Checkpoint, RoundTripsAndRejectsAnotherArchitecture) {
+  torch::manual_seed(9);
+  TemporalLinkModel model(SmallConfig("tgn", 1, 0));
+  const auto path = std::filesystem::temp_directory_path() / "tlp_checkpoint_test.pt";
+  ASSERT_TRUE(SaveCheckpoint(path.string(), model).ok());
+  TemporalLinkModel loaded{nullptr};
+  const Status status = LoadCheckpoint(path.string(), torch::kCPU, &loaded);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(ModelFingerprint(loaded), ModelFingerprint(model));
+  EXPECT_EQ(loaded->config().attention_p, 2.0);
+
+  TemporalLinkModel other{nullptr};
+  const Status mismatch =
+      LoadCheckpointExpecting(path.string(), SmallConfig("tgat", 1, 0), torch::kCPU, &other);
+  EXPECT_EQ(mismatch.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(mismatch.message().find("architecture"), std::string::npos) << mismatch.message();
+  EXPECT_EQ(LoadCheckpoint("/nonexistent/x.pt", torch::kCPU, &other).code(),
+            Status::Code::kNotFound);
+  std::filesystem::remove(path);
+}
+
+TEST(Device, CudaRequestFallsBackToCpuWithoutAGpu) {
+  std::string note;
+  const torch::Device device = ResolveDevice("cuda:0", &note);
+  if (torch::cuda::is_available()) {
+    EXPECT_TRUE(device.is_cuda());
+  } else {
+    EXPECT_TRUE(device.is_cpu());
+    EXPECT_NE(note.find("no CUDA"), std::string::npos);
+  }
+}
+
+// A synthetic stream whose signal is temporal activity: destinations are drawn from a skewed
+// (Zipf-like) distribution, negatives uniformly, so recently busy destinations are the likely
+// ones. A few epochs must learn that far above chance, and evaluation must run every strategy.
+TEST(Trainer, LearnsActivityAndEvaluates) {
+  torch::manual_seed(10);
+  EventBatch events;
+  std::mt19937_64 random(11);
+  std::discrete_distribution<int> popularity = [] {
+    std::vector<double> weights;
+    for (int r = 0; r < 60; ++r) weights.push_back(1.0 / std::pow(r + 1.0, 1.5));
+    return std::discrete_distribution<int>(weights.begin(), weights.end());
+  }();
+  for (int i = 0; i < 4000; ++i) {
+    events.Add(random() % 200, 1000 + popularity(random), static_cast<double>(i));
+  }
+  TemporalDataset dataset;
+  ASSERT_TRUE(TemporalDataset::FromEvents(events, &dataset).ok());
+  const DataSplit split = SplitChronologically(dataset, 1);
+  // Training loses the events of the nodes held out for the inductive setting.
+  EXPECT_GT(split.masked_nodes, 0);
+  EXPECT_LT(split.train.size() + split.validation.size() + split.test.size(), 4000u);
+  EXPECT_GT(split.test.size(), 500u);
+  ModelConfig config = SmallConfig("tgn", 1, 0);
+  TrainOptions options;
+  options.epochs = 5;
+  options.learning_rate = 3e-3;
+  options.progress = false;
+  options.mrr_queries = 100;
+  options.mrr_negatives = 20;
+  Trainer trainer(TemporalLinkModel(config), dataset, split, options);
+  const auto history = trainer.Train();
+  ASSERT_FALSE(history.empty());
+  const EvaluationReport report = trainer.Evaluate();
+  // Chance is AP 0.5 and MRR ~0.18 (20 negatives); measured 0.78 and 0.61 with this seed.
+  EXPECT_GT(report.transductive[0].ap, 0.7);
+  EXPECT_GT(report.transductive[0].auc, 0.7);
+  EXPECT_GT(report.mrr, 0.4);
+  EXPECT_GT(report.transductive[1].positives, 0);
+  EXPECT_GT(report.probe_nodes, 10);
+}
+
+TEST(TemporalDataset, RejectsEventsGoingBackInTime) {
+  EventBatch events;
+  events.Add(1, 2, 5.0);
+  events.Add(2, 3, 4.0);
+  TemporalDataset dataset;
+  const Status status = TemporalDataset::FromEvents(events, &dataset);
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("event 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tlp::model
