@@ -27,6 +27,7 @@ class Status {
   };
 
   Status() = default;
+  Status(Code code, std::string_view message) : code_(code), message_(message) {}
   static Status Ok() { return Status(); }
   static Status InvalidArgument(std::string_view message) { return {Code::kInvalidArgument, message}; }
   static Status OutOfRange(std::string_view message) { return {Code::kOutOfRange, message}; }
@@ -50,8 +51,6 @@ class Status {
   std::string ToString() const;
 
  private:
-  Status(Code code, std::string_view message) : code_(code), message_(message) {}
-
   Code code_ = Code::kOk;
   std::string message_;
 };

@@ -1,0 +1,16 @@
+// tlpd: the temporal link prediction daemon (serve), and its offline tools (train, eval).
+#include <CLI/CLI.hpp>
+
+#include "server/serve_command.h"
+#include "server/train_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tlpd " TLPD_VERSION
+               ": temporal link prediction daemon (TGN/TGAT with Mass-Aware Attention)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", TLPD_VERSION);
+  tlp::server::AddServeCommand(app);
+  tlp::server::AddTrainCommands(app);
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}

@@ -1,0 +1,44 @@
+// Prometheus metrics of the daemon, served by prometheus-cpp's Exposer on its own address.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+namespace tlp::server {
+
+class Metrics {
+ public:
+  // Starts serving /metrics on `address` ("host:port"); throws when it cannot bind.
+  explicit Metrics(const std::string& address);
+
+  prometheus::Registry& registry() { return *registry_; }
+
+ private:
+  // Declared first: every family below is created in it.
+  std::shared_ptr<prometheus::Registry> registry_;
+
+ public:
+  prometheus::Family<prometheus::Counter>& ingest_events;  // label result
+  prometheus::Histogram& ingest_latency;
+  prometheus::Histogram& ingest_batch_size;
+  prometheus::Histogram& score_latency;
+  prometheus::Histogram& score_batch_size;
+  prometheus::Family<prometheus::Histogram>& representation_norm;  // label role
+  prometheus::Family<prometheus::Histogram>& effective_neighbors;
+  prometheus::Family<prometheus::Histogram>& attention_mass;
+  prometheus::Gauge& events_stored;
+  prometheus::Gauge& nodes_stored;
+  prometheus::Gauge& live_sst_bytes;
+  prometheus::Gauge& pending_compaction_bytes;
+
+ private:
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace tlp::server

@@ -1,0 +1,130 @@
+#include "server/serve_command.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <thread>
+
+#include "server/service.h"
+
+namespace tlp::server {
+
+class Daemon::Impl {
+ public:
+  std::unique_ptr<TemporalLinkService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::thread stats_thread;
+  std::atomic<bool> stopping{false};
+};
+
+Daemon::~Daemon() { Shutdown(0); }
+
+Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemon) {
+  std::unique_ptr<Daemon> result(new Daemon());
+  result->impl_ = std::make_unique<Impl>();
+  if (!options.metrics_listen.empty()) {
+    try {
+      result->metrics_ = std::make_unique<Metrics>(options.metrics_listen);
+    } catch (const std::exception& error) {
+      return Status::Unavailable("cannot serve metrics on " + options.metrics_listen + ": " + error.what());
+    }
+  }
+  Status status = Engine::Open(options.engine, &result->engine_);
+  if (!status.ok()) return status;
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  result->impl_->service =
+      std::make_unique<TemporalLinkService>(*result->engine_, result->metrics_.get());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &result->port_);
+  builder.RegisterService(result->impl_->service.get());
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  result->impl_->server = builder.BuildAndStart();
+  if (!result->impl_->server || result->port_ == 0) {
+    return Status::Unavailable("cannot listen on " + options.listen);
+  }
+  result->impl_->server->GetHealthCheckService()->SetServingStatus(true);
+  if (result->metrics_) {
+    Daemon* self = result.get();
+    result->impl_->stats_thread = std::thread([self] {
+      while (!self->impl_->stopping) {
+        const storage::StoreStats stats = self->engine_->store().Stats();
+        self->metrics_->events_stored.Set(static_cast<double>(stats.events));
+        self->metrics_->nodes_stored.Set(static_cast<double>(stats.nodes));
+        self->metrics_->live_sst_bytes.Set(static_cast<double>(stats.live_sst_bytes));
+        self->metrics_->pending_compaction_bytes.Set(static_cast<double>(stats.pending_compaction_bytes));
+        for (int i = 0; i < 10 && !self->impl_->stopping; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      }
+    });
+  }
+  *daemon = std::move(result);
+  return Status::Ok();
+}
+
+void Daemon::Shutdown(double grace_seconds) {
+  if (!impl_ || impl_->stopping.exchange(true)) return;
+  if (impl_->server) {
+    impl_->server->GetHealthCheckService()->SetServingStatus(false);
+    impl_->server->Shutdown(std::chrono::system_clock::now() +
+                            std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
+    impl_->server->Wait();
+  }
+  if (impl_->stats_thread.joinable()) impl_->stats_thread.join();
+}
+
+void AddServeCommand(CLI::App& app) {
+  static ServeOptions options;
+  CLI::App* serve = app.add_subcommand("serve", "Run the daemon: gRPC ingest and scoring, metrics");
+  serve->add_option("--listen", options.listen, "gRPC address host:port");
+  serve->add_option("--metrics-listen", options.metrics_listen,
+                    "Prometheus /metrics address host:port (empty = off)");
+  serve->add_option("--data-dir", options.engine.data_dir, "RocksDB data directory");
+  serve->add_option("--checkpoint", options.engine.checkpoint, "Model checkpoint (tlpd train --out)")
+      ->required()->check(CLI::ExistingFile);
+  serve->add_option("--device", options.engine.device, "cpu or cuda:N (cpu when no GPU)");
+  serve->add_option("--lateness-seconds", options.engine.lateness_seconds,
+                    "Accept events up to this much older than the newest");
+  serve->add_flag("!--no-sync", options.engine.sync_writes,
+                  "Do not fsync each batch (survives process crashes, not power loss)");
+  serve->add_flag("--allow-self-loops", options.engine.allow_self_loops, "Accept src == dst");
+  serve->add_option("--threads", options.engine.torch_threads, "Torch intra-op threads");
+  serve->callback([] {
+    // Block the stop signals in every thread; the main thread waits for them below.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::unique_ptr<Daemon> daemon;
+    const Status status = Daemon::Start(options, &daemon);
+    if (!status.ok()) {
+      spdlog::error("{}", status.ToString());
+      std::exit(1);
+    }
+    spdlog::info("serving tlp.v1 on {} (port {}), metrics on {}", options.listen, daemon->port(),
+                 options.metrics_listen.empty() ? "off" : options.metrics_listen);
+    int received = 0;
+    sigwait(&signals, &received);
+    spdlog::info("signal {}: draining", received);
+    // A second signal during the drain exits at once; the WAL keeps every acknowledged event.
+    std::thread([signals]() mutable {
+      int again = 0;
+      sigwait(&signals, &again);
+      spdlog::warn("second signal: exiting now");
+      std::_Exit(1);
+    }).detach();
+    daemon->Shutdown();
+    daemon.reset();
+    spdlog::info("stopped cleanly");
+    std::exit(0);
+  });
+}
+
+}  // namespace tlp::server

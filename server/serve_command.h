@@ -1,0 +1,44 @@
+// `tlpd serve`: the long-running daemon.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "server/engine.h"
+#include "server/metrics.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace tlp::server {
+
+struct ServeOptions {
+  EngineOptions engine;
+  std::string listen = "127.0.0.1:50051";
+  std::string metrics_listen = "127.0.0.1:9464";  // empty = no metrics endpoint
+};
+
+// A running daemon: engine, gRPC server (tlp.v1 + health + reflection) and metrics.
+class Daemon {
+ public:
+  static Status Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemon);
+  ~Daemon();
+  // Stops accepting, lets in-flight calls finish (up to `grace_seconds`), closes the store.
+  void Shutdown(double grace_seconds = 10.0);
+  int port() const { return port_; }
+  Engine& engine() { return *engine_; }
+
+ private:
+  class Impl;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+void AddServeCommand(CLI::App& app);
+
+}  // namespace tlp::server

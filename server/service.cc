@@ -1,0 +1,294 @@
+#include "server/service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <unordered_set>
+
+namespace tlp::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Appends one proto event to `batch`, or says which field is wrong.
+Status AddEvent(const tlp::v1::EdgeEvent& event, size_t index, EventBatch* batch) {
+  const std::string where = "event " + std::to_string(index) + ": ";
+  if (!std::isfinite(event.ts()) || event.ts() < 0) {
+    return Status::InvalidArgument(where + "field 'ts' must be finite and >= 0");
+  }
+  if (static_cast<uint32_t>(event.features_size()) != batch->feature_dim) {
+    return Status::InvalidArgument(where + "field 'features' has " +
+                                   std::to_string(event.features_size()) + " values, the model takes " +
+                                   std::to_string(batch->feature_dim));
+  }
+  for (float value : event.features()) {
+    if (!std::isfinite(value)) return Status::InvalidArgument(where + "field 'features' holds NaN or inf");
+  }
+  if (event.event_id().size() > storage::kMaxEventIdBytes) {
+    return Status::InvalidArgument(where + "field 'event_id' is longer than 128 bytes");
+  }
+  batch->Add(event.src(), event.dst(), event.ts(),
+             std::span<const float>(event.features().data(), event.features_size()), event.event_id());
+  return Status::Ok();
+}
+
+void FillMetrics(const EndpointMetrics& metrics, tlp::v1::RepresentationMetrics* out) {
+  out->set_representation_norm(metrics.representation_norm);
+  out->set_effective_neighbors(metrics.effective_neighbors);
+  out->set_attention_mass(metrics.attention_mass);
+  out->set_attention_entropy(metrics.attention_entropy);
+  out->set_neighbors_used(metrics.neighbors_used);
+  out->set_cold_start(metrics.cold_start);
+}
+
+void FillScore(const LinkScore& score, tlp::v1::LinkScore* out) {
+  out->set_src(score.query.src);
+  out->set_dst(score.query.dst);
+  out->set_at(score.query.at);
+  out->set_probability(score.probability);
+  out->set_logit(score.logit);
+  FillMetrics(score.src_metrics, out->mutable_src_metrics());
+  FillMetrics(score.dst_metrics, out->mutable_dst_metrics());
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const Status& status) {
+  using Code = Status::Code;
+  switch (status.code()) {
+    case Code::kOk: return grpc::Status::OK;
+    case Code::kInvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, status.message()};
+    case Code::kOutOfRange: return {grpc::StatusCode::OUT_OF_RANGE, status.message()};
+    case Code::kNotFound: return {grpc::StatusCode::NOT_FOUND, status.message()};
+    case Code::kAlreadyExists: return {grpc::StatusCode::ALREADY_EXISTS, status.message()};
+    case Code::kFailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, status.message()};
+    case Code::kResourceExhausted: return {grpc::StatusCode::RESOURCE_EXHAUSTED, status.message()};
+    case Code::kUnavailable: return {grpc::StatusCode::UNAVAILABLE, status.message()};
+    case Code::kCorruption:
+    case Code::kIoError:
+    case Code::kInternal: return {grpc::StatusCode::INTERNAL, status.message()};
+  }
+  return {grpc::StatusCode::UNKNOWN, status.message()};
+}
+
+TemporalLinkService::TemporalLinkService(Engine& engine, Metrics* metrics, ServiceLimits limits)
+    : engine_(engine), metrics_(metrics), limits_(limits) {}
+
+Status TemporalLinkService::IngestOne(const EventBatch& batch, size_t first_index,
+                                      tlp::v1::IngestSummary* summary) {
+  const auto start = Clock::now();
+  storage::AppendResult result;
+  Status status = engine_.Ingest(batch, &result);
+  if (!status.ok()) {
+    if (metrics_) metrics_->ingest_events.Add({{"result", "rejected"}}).Increment(static_cast<double>(batch.size()));
+    summary->set_rejected(summary->rejected() + batch.size());
+    if (first_index > 0) {
+      // Engine messages count from the start of this append; say where it began in the stream.
+      return Status(status.code(), "in the append starting at stream event " +
+                                       std::to_string(first_index) + ": " + status.message());
+    }
+    return status;
+  }
+  summary->set_accepted(summary->accepted() + result.accepted);
+  summary->set_duplicates(summary->duplicates() + result.duplicates);
+  summary->set_last_sequence(engine_.store().last_sequence());
+  if (metrics_) {
+    metrics_->ingest_events.Add({{"result", "accepted"}}).Increment(static_cast<double>(result.accepted));
+    metrics_->ingest_events.Add({{"result", "duplicate"}}).Increment(static_cast<double>(result.duplicates));
+    metrics_->ingest_latency.Observe(SecondsSince(start));
+    metrics_->ingest_batch_size.Observe(static_cast<double>(batch.size()));
+  }
+  return Status::Ok();
+}
+
+grpc::Status TemporalLinkService::IngestBatch(grpc::ServerContext*,
+                                              const tlp::v1::IngestBatchRequest* request,
+                                              tlp::v1::IngestSummary* summary) {
+  if (request->events_size() == 0) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "field 'events' is empty"};
+  }
+  if (static_cast<size_t>(request->events_size()) > limits_.max_batch_events) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "field 'events' holds " + std::to_string(request->events_size()) + " events, at most " +
+                std::to_string(limits_.max_batch_events) + " per batch"};
+  }
+  EventBatch batch;
+  batch.feature_dim = engine_.store().feature_dim();
+  for (int i = 0; i < request->events_size(); ++i) {
+    Status status = AddEvent(request->events(i), i, &batch);
+    if (!status.ok()) {
+      summary->set_rejected(request->events_size());
+      return ToGrpc(status);
+    }
+  }
+  return ToGrpc(IngestOne(batch, 0, summary));
+}
+
+grpc::Status TemporalLinkService::IngestEvents(grpc::ServerContext*,
+                                               grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
+                                               tlp::v1::IngestSummary* summary) {
+  EventBatch batch;
+  batch.feature_dim = engine_.store().feature_dim();
+  tlp::v1::EdgeEvent event;
+  size_t index = 0, batch_start = 0;
+  while (reader->Read(&event)) {
+    Status status = AddEvent(event, index, &batch);
+    if (!status.ok()) {
+      // Events before this one in the open batch are still made durable: nothing already
+      // received and valid is dropped.
+      Status flushed = batch.empty() ? Status::Ok() : IngestOne(batch, batch_start, summary);
+      summary->set_rejected(summary->rejected() + 1);
+      return ToGrpc(flushed.ok() ? status : flushed);
+    }
+    ++index;
+    if (batch.size() >= limits_.stream_batch_events) {
+      status = IngestOne(batch, batch_start, summary);
+      if (!status.ok()) return ToGrpc(status);
+      batch.Clear();
+      batch_start = index;
+    }
+  }
+  if (!batch.empty()) return ToGrpc(IngestOne(batch, batch_start, summary));
+  return grpc::Status::OK;
+}
+
+Status TemporalLinkService::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
+  const auto start = Clock::now();
+  Status status = engine_.Score(queries, scores);
+  if (status.ok() && metrics_) {
+    metrics_->score_latency.Observe(SecondsSince(start));
+    metrics_->score_batch_size.Observe(static_cast<double>(queries.size()));
+    static const prometheus::Histogram::BucketBoundaries kNormBuckets = {0.5, 1, 2, 4, 8, 16, 32, 64};
+    static const prometheus::Histogram::BucketBoundaries kCountBuckets = {0.5, 1, 2, 3, 5, 8, 13, 21, 34};
+    auto& src_norm = metrics_->representation_norm.Add({{"role", "src"}}, kNormBuckets);
+    auto& dst_norm = metrics_->representation_norm.Add({{"role", "dst"}}, kNormBuckets);
+    auto& src_ess = metrics_->effective_neighbors.Add({{"role", "src"}}, kCountBuckets);
+    auto& dst_ess = metrics_->effective_neighbors.Add({{"role", "dst"}}, kCountBuckets);
+    auto& src_mass = metrics_->attention_mass.Add({{"role", "src"}}, kCountBuckets);
+    auto& dst_mass = metrics_->attention_mass.Add({{"role", "dst"}}, kCountBuckets);
+    for (const LinkScore& score : *scores) {
+      src_norm.Observe(score.src_metrics.representation_norm);
+      dst_norm.Observe(score.dst_metrics.representation_norm);
+      src_ess.Observe(score.src_metrics.effective_neighbors);
+      dst_ess.Observe(score.dst_metrics.effective_neighbors);
+      src_mass.Observe(score.src_metrics.attention_mass);
+      dst_mass.Observe(score.dst_metrics.attention_mass);
+    }
+  }
+  return status;
+}
+
+grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext*, const tlp::v1::ScoreRequest* request,
+                                             tlp::v1::ScoreResponse* response) {
+  const size_t count = request->queries_size();
+  if (count == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' is empty"};
+  if (count > limits_.max_score_pairs) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' holds " + std::to_string(count) +
+                                                    " pairs, at most " +
+                                                    std::to_string(limits_.max_score_pairs)};
+  }
+  std::vector<LinkQuery> queries(count);
+  for (size_t i = 0; i < count; ++i) {
+    const auto& query = request->queries(i);
+    if (!std::isfinite(query.at()) || query.at() < 0) {
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              "query " + std::to_string(i) + ": field 'at' must be finite and >= 0"};
+    }
+    queries[i] = {query.src(), query.dst(), query.at()};
+  }
+  std::vector<LinkScore> scores;
+  Status status = Score(queries, &scores);
+  if (!status.ok()) return ToGrpc(status);
+  for (const LinkScore& score : scores) FillScore(score, response->add_scores());
+  return grpc::Status::OK;
+}
+
+grpc::Status TemporalLinkService::TopK(grpc::ServerContext*, const tlp::v1::TopKRequest* request,
+                                       tlp::v1::TopKResponse* response) {
+  if (request->k() < 1 || request->k() > limits_.max_k) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "field 'k' must be in 1.." + std::to_string(limits_.max_k)};
+  }
+  if (static_cast<size_t>(request->candidates_size()) > limits_.max_candidates) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "field 'candidates' holds more than " + std::to_string(limits_.max_candidates)};
+  }
+  if (!std::isfinite(request->at()) || request->at() < 0) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "field 'at' must be finite and >= 0"};
+  }
+  std::vector<uint64_t> candidates(request->candidates().begin(), request->candidates().end());
+  if (candidates.empty()) candidates = engine_.KnownDestinations();
+  if (request->exclude_seen()) {
+    std::vector<storage::Neighbor> history;
+    Status status = engine_.store().neighbors().Recent(
+        request->src(), request->at() > 0 ? request->at() : INFINITY,
+        std::numeric_limits<uint32_t>::max() / 2, &history);
+    if (!status.ok()) return ToGrpc(status);
+    std::unordered_set<uint64_t> seen;
+    for (const auto& neighbor : history) seen.insert(neighbor.node);
+    std::erase_if(candidates, [&](uint64_t node) { return seen.contains(node); });
+  }
+  std::vector<LinkQuery> queries;
+  queries.reserve(candidates.size());
+  for (uint64_t candidate : candidates) queries.push_back({request->src(), candidate, request->at()});
+  std::vector<LinkScore> scores;
+  for (size_t begin = 0; begin < queries.size(); begin += limits_.max_score_pairs) {
+    std::vector<LinkScore> part;
+    const size_t size = std::min(limits_.max_score_pairs, queries.size() - begin);
+    Status status = Score(std::span(queries).subspan(begin, size), &part);
+    if (!status.ok()) return ToGrpc(status);
+    scores.insert(scores.end(), part.begin(), part.end());
+  }
+  const size_t keep = std::min<size_t>(request->k(), scores.size());
+  std::partial_sort(scores.begin(), scores.begin() + keep, scores.end(),
+                    [](const LinkScore& a, const LinkScore& b) { return a.logit > b.logit; });
+  for (size_t i = 0; i < keep; ++i) FillScore(scores[i], response->add_results());
+  response->set_candidates_scored(static_cast<uint32_t>(scores.size()));
+  return grpc::Status::OK;
+}
+
+grpc::Status TemporalLinkService::GetNodeState(grpc::ServerContext*,
+                                               const tlp::v1::NodeStateRequest* request,
+                                               tlp::v1::NodeStateResponse* response) {
+  if (request->recent_neighbors() > 1000) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "field 'recent_neighbors' must be at most 1000"};
+  }
+  NodeInfo info;
+  Status status = engine_.GetNode(request->node(), request->recent_neighbors(), &info);
+  if (!status.ok()) return ToGrpc(status);
+  response->set_node(request->node());
+  response->set_known(info.known);
+  response->set_degree(info.degree);
+  response->set_last_update_ts(info.last_update_ts);
+  response->mutable_memory()->Add(info.memory.begin(), info.memory.end());
+  for (const auto& neighbor : info.recent) {
+    auto* out = response->add_recent();
+    out->set_node(neighbor.node);
+    out->set_ts(neighbor.ts);
+    out->set_sequence(neighbor.sequence);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext*, const tlp::v1::ModelInfoRequest*,
+                                               tlp::v1::ModelInfoResponse* response) {
+  const ModelInfo info = engine_.Info();
+  response->set_architecture(info.architecture);
+  response->set_attention_p(info.attention_p);
+  response->set_fingerprint(info.fingerprint);
+  response->set_device(info.device);
+  response->set_embedding_dim(info.embedding_dim);
+  response->set_memory_dim(info.memory_dim);
+  response->set_edge_feature_dim(info.edge_feature_dim);
+  response->set_neighbors(info.neighbors);
+  response->set_events_applied(info.events_applied);
+  response->set_watermark(info.watermark);
+  response->set_version(TLPD_VERSION);
+  return grpc::Status::OK;
+}
+
+}  // namespace tlp::server

@@ -1,0 +1,51 @@
+// The gRPC face of tlpd: translates tlp.v1 messages to Engine calls and Status codes to gRPC
+// status codes. No logic beyond validation of request shapes lives here.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "server/engine.h"
+#include "server/metrics.h"
+#include "tlp/v1/tlp.grpc.pb.h"
+
+namespace tlp::server {
+
+struct ServiceLimits {
+  size_t max_batch_events = 100000;
+  size_t max_score_pairs = 10000;
+  size_t max_candidates = 100000;
+  uint32_t max_k = 1000;
+  size_t stream_batch_events = 1000;  // IngestEvents: events per durable append
+};
+
+grpc::Status ToGrpc(const Status& status);
+
+class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Service {
+ public:
+  TemporalLinkService(Engine& engine, Metrics* metrics, ServiceLimits limits = {});
+
+  grpc::Status IngestEvents(grpc::ServerContext* context,
+                            grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
+                            tlp::v1::IngestSummary* summary) override;
+  grpc::Status IngestBatch(grpc::ServerContext* context, const tlp::v1::IngestBatchRequest* request,
+                           tlp::v1::IngestSummary* summary) override;
+  grpc::Status ScoreLinks(grpc::ServerContext* context, const tlp::v1::ScoreRequest* request,
+                          tlp::v1::ScoreResponse* response) override;
+  grpc::Status TopK(grpc::ServerContext* context, const tlp::v1::TopKRequest* request,
+                    tlp::v1::TopKResponse* response) override;
+  grpc::Status GetNodeState(grpc::ServerContext* context, const tlp::v1::NodeStateRequest* request,
+                            tlp::v1::NodeStateResponse* response) override;
+  grpc::Status GetModelInfo(grpc::ServerContext* context, const tlp::v1::ModelInfoRequest* request,
+                            tlp::v1::ModelInfoResponse* response) override;
+
+ private:
+  // Appends `batch` and adds its counts to `summary`; `first_index` offsets error messages.
+  Status IngestOne(const EventBatch& batch, size_t first_index, tlp::v1::IngestSummary* summary);
+  Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores);
+
+  Engine& engine_;
+  Metrics* metrics_;  // may be null (tests)
+  ServiceLimits limits_;
+};
+
+}  // namespace tlp::server

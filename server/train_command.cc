@@ -1,0 +1,202 @@
+#include "server/train_command.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/event_reader.h"
+#include "model/checkpoint.h"
+#include "model/training.h"
+
+namespace tlp::server {
+namespace {
+
+struct TrainSettings {
+  std::string data;
+  std::string checkpoint = "tlpd-model.pt";
+  std::string json_out;
+  std::string device = "cpu";
+  model::ModelConfig config;
+  model::TrainOptions options;
+  int threads = 2;
+  bool evaluate = true;
+};
+
+nlohmann::json FiguresJson(const model::LinkFigures& figures) {
+  return {{"ap", figures.ap}, {"auc", figures.auc}, {"pooled_ap", figures.pooled_ap},
+          {"pooled_auc", figures.pooled_auc}, {"positives", figures.positives}};
+}
+
+void PrintReport(const model::EvaluationReport& report) {
+  std::printf("\n%-14s %-11s %8s %8s %10s %10s %9s\n", "setting", "negatives", "AP", "AUC",
+              "pooled AP", "pooled AUC", "positives");
+  for (int s = 0; s < model::kNegativeStrategies; ++s) {
+    for (int inductive = 0; inductive < 2; ++inductive) {
+      const model::LinkFigures& f = inductive ? report.inductive[s] : report.transductive[s];
+      std::printf("%-14s %-11s %8.4f %8.4f %10.4f %10.4f %9lld\n",
+                  inductive ? "inductive" : "transductive",
+                  model::StrategyName(static_cast<model::NegativeStrategy>(s)), f.ap, f.auc,
+                  f.pooled_ap, f.pooled_auc, static_cast<long long>(f.positives));
+    }
+  }
+  std::printf("MRR %.4f over %lld test queries; degree probe R^2 %.4f over %lld nodes\n",
+              report.mrr, static_cast<long long>(report.mrr_queries), report.probe_r2,
+              static_cast<long long>(report.probe_nodes));
+  std::printf("mean representation norm %.3f, mean effective neighbours %.3f, %.0f scored pairs/s\n",
+              report.mean_representation_norm, report.mean_effective_neighbors,
+              report.scored_pairs_per_second);
+}
+
+nlohmann::json ReportJson(const model::EvaluationReport& report) {
+  nlohmann::json json;
+  for (int s = 0; s < model::kNegativeStrategies; ++s) {
+    const char* name = model::StrategyName(static_cast<model::NegativeStrategy>(s));
+    json["transductive"][name] = FiguresJson(report.transductive[s]);
+    json["inductive"][name] = FiguresJson(report.inductive[s]);
+  }
+  json["mrr"] = report.mrr;
+  json["mrr_queries"] = report.mrr_queries;
+  json["probe_r2"] = report.probe_r2;
+  json["probe_nodes"] = report.probe_nodes;
+  json["mean_representation_norm"] = report.mean_representation_norm;
+  json["mean_effective_neighbors"] = report.mean_effective_neighbors;
+  json["scored_pairs_per_second"] = report.scored_pairs_per_second;
+  return json;
+}
+
+int LoadData(const std::string& path, uint64_t seed, model::TemporalDataset* dataset,
+             model::DataSplit* split) {
+  EventBatch events;
+  Status status = EventReader::ReadAll(path, &events);
+  if (status.ok()) status = model::TemporalDataset::FromEvents(events, dataset);
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return 1;
+  }
+  *split = model::SplitChronologically(*dataset, seed);
+  spdlog::info("{}: {} events, {} nodes; train {} / validation {} / test {} events, {} nodes held out",
+               path, dataset->events(), dataset->nodes(), split->train.size(),
+               split->validation.size(), split->test.size(), split->masked_nodes);
+  return 0;
+}
+
+void AddModelOptions(CLI::App* command, TrainSettings& s) {
+  command->add_option("--data", s.data, "Event file (JODIE CSV, SNAP text or tlpd CSV; .gz ok)")
+      ->required()->check(CLI::ExistingFile);
+  command->add_option("--seed", s.options.seed, "Seed for sampling, splits and initialisation");
+  command->add_option("--threads", s.threads, "Torch intra-op threads")->check(CLI::PositiveNumber);
+  command->add_option("--device", s.device, "cpu or cuda:N (falls back to cpu without a GPU)");
+  command->add_option("--json-out", s.json_out, "Also write the results as JSON to this file");
+  command->add_option("--mrr-queries", s.options.mrr_queries,
+                      "Test positives ranked against sampled negatives for MRR (0 = skip)");
+  command->add_option("--mrr-negatives", s.options.mrr_negatives, "Negatives per MRR query");
+  command->add_flag("!--no-probe", s.options.probe, "Skip the degree probe");
+}
+
+int RunTrain(TrainSettings& s) {
+  torch::set_num_threads(s.threads);
+  torch::manual_seed(s.options.seed);
+  model::TemporalDataset dataset;
+  model::DataSplit split;
+  if (LoadData(s.data, s.options.seed, &dataset, &split) != 0) return 1;
+  s.config.edge_feature_dim = dataset.feature_dim;
+  std::string note;
+  const torch::Device device = model::ResolveDevice(s.device, &note);
+  if (!note.empty()) spdlog::warn("{}", note);
+  model::TemporalLinkModel model(s.config);
+  model->to(device);
+  model->ResetMemory();
+  spdlog::info("training {} on {}", s.config.ToString(), device.str());
+  model::Trainer trainer(model, dataset, split, s.options);
+  const auto history = trainer.Train();
+  Status status = model::SaveCheckpoint(s.checkpoint, model);
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return 1;
+  }
+  spdlog::info("checkpoint {} (fingerprint {})", s.checkpoint, model::ModelFingerprint(model));
+  nlohmann::json json = {{"config", nlohmann::json::parse(model::ConfigToJson(s.config))},
+                         {"data", s.data}, {"seed", s.options.seed}};
+  for (const auto& epoch : history) {
+    json["epochs"].push_back({{"epoch", epoch.epoch}, {"loss", epoch.loss},
+                              {"train_ap", epoch.train_ap}, {"validation_ap", epoch.validation_ap},
+                              {"seconds", epoch.seconds},
+                              {"events_per_second", epoch.events_per_second}});
+  }
+  if (s.evaluate) {
+    const model::EvaluationReport report = trainer.Evaluate();
+    PrintReport(report);
+    json["test"] = ReportJson(report);
+  }
+  if (!s.json_out.empty()) std::ofstream(s.json_out) << json.dump(2) << "\n";
+  return 0;
+}
+
+int RunEval(TrainSettings& s) {
+  torch::set_num_threads(s.threads);
+  model::TemporalDataset dataset;
+  model::DataSplit split;
+  if (LoadData(s.data, s.options.seed, &dataset, &split) != 0) return 1;
+  std::string note;
+  const torch::Device device = model::ResolveDevice(s.device, &note);
+  model::TemporalLinkModel model{nullptr};
+  Status status = model::LoadCheckpoint(s.checkpoint, device, &model);
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return 1;
+  }
+  if (model->config().edge_feature_dim != dataset.feature_dim) {
+    spdlog::error("checkpoint takes {} edge features, {} has {}",
+                  model->config().edge_feature_dim, s.data, dataset.feature_dim);
+    return 1;
+  }
+  spdlog::info("evaluating {} ({}, fingerprint {})", s.checkpoint, model->config().ToString(),
+               model::ModelFingerprint(model));
+  s.options.epochs = 0;
+  model::Trainer trainer(model, dataset, split, s.options);
+  const model::EvaluationReport report = trainer.Evaluate();
+  PrintReport(report);
+  if (!s.json_out.empty()) std::ofstream(s.json_out) << ReportJson(report).dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void AddTrainCommands(CLI::App& app) {
+  static TrainSettings train_settings;
+  static TrainSettings eval_settings;
+  CLI::App* train = app.add_subcommand("train", "Train a model on an event file, then evaluate it");
+  AddModelOptions(train, train_settings);
+  TrainSettings& t = train_settings;
+  train->add_option("--out", t.checkpoint, "Checkpoint file to write");
+  train->add_option("--architecture", t.config.architecture, "tgn (memory) or tgat (no memory)")
+      ->check(CLI::IsMember({"tgn", "tgat"}));
+  train->add_option("--p", t.config.attention_p, "Mass-Aware Attention exponent (1 = softmax)")
+      ->check(CLI::Range(1.0, 16.0));
+  train->add_option("--epochs", t.options.epochs, "Maximum epochs")->check(CLI::PositiveNumber);
+  train->add_option("--patience", t.options.patience, "Early-stopping patience (epochs)");
+  train->add_option("--batch-size", t.options.batch_size, "Events per batch")->check(CLI::PositiveNumber);
+  train->add_option("--learning-rate", t.options.learning_rate, "Adam learning rate");
+  train->add_option("--layers", t.config.layers, "Attention layers (1 or 2)")->check(CLI::Range(1, 2));
+  train->add_option("--neighbors", t.config.neighbors, "Temporal neighbours per node (k)");
+  train->add_option("--heads", t.config.heads, "Attention heads");
+  train->add_option("--memory-dim", t.config.memory_dim, "Node memory width");
+  train->add_option("--embedding-dim", t.config.embedding_dim, "Embedding width");
+  train->add_option("--time-dim", t.config.time_dim, "Time encoding width");
+  train->add_option("--dropout", t.config.dropout, "Dropout");
+  train->add_flag("!--no-eval", t.evaluate, "Skip the test evaluation after training");
+  train->callback([] { std::exit(RunTrain(train_settings)); });
+
+  CLI::App* eval = app.add_subcommand("eval", "Evaluate a checkpoint on an event file's test period");
+  AddModelOptions(eval, eval_settings);
+  eval->add_option("--checkpoint", eval_settings.checkpoint, "Checkpoint to evaluate")
+      ->check(CLI::ExistingFile);
+  eval->add_flag("--probe", eval_settings.options.probe,
+                 "Fit the degree probe (log(1 + degree) from embeddings; on by default)");
+  eval->callback([] { std::exit(RunEval(eval_settings)); });
+}
+
+}  // namespace tlp::server
