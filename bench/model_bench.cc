@@ -22,8 +22,8 @@ struct Fixture {
   Fixture() {
     const char* root = std::getenv("TLP_SOURCE_DIR");
     tlp::EventBatch events;
-    const tlp::Status status =
-        tlp::EventReader::ReadAll(std::string(root ? root : ".") + "/data/wikipedia.csv.gz", &events);
+    const tlp::Status status = tlp::EventReader::ReadAll(
+        std::string(root ? root : ".") + "/data/wikipedia.csv.gz", &events);
     if (!status.ok()) throw std::runtime_error(status.ToString());
     tlp::model::TemporalDataset::FromEvents(events, &dataset);
     std::string note;
@@ -71,8 +71,8 @@ void BM_ScorePairs(benchmark::State& state) {
         fixture.model->Predict(z.narrow(0, 0, pairs), z.narrow(0, pairs, pairs));
     benchmark::DoNotOptimize(logits.cpu().data_ptr<float>());
   }
-  state.counters["pairs_per_s"] =
-      benchmark::Counter(static_cast<double>(pairs * state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["pairs_per_s"] = benchmark::Counter(
+      static_cast<double>(pairs * state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_ScorePairs)->Arg(1)->Arg(200)->Arg(2000)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -63,7 +63,8 @@ void BM_Append(benchmark::State& state) {
     if (!store->Append(batch, &result).ok()) state.SkipWithError("append failed");
     appended += static_cast<int64_t>(batch_size);
   }
-  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(appended), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(appended), benchmark::Counter::kIsRate);
   store.reset();
   std::filesystem::remove_all(dir);
 }

@@ -25,8 +25,9 @@ std::unique_ptr<tlp::v1::TemporalLinkPrediction::Stub> Connect() {
 }
 
 void Deadline(grpc::ClientContext* context) {
-  context->set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(global.timeout_seconds * 1000)));
+  context->set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(global.timeout_seconds * 1000)));
 }
 
 int Fail(const grpc::Status& status) {
@@ -51,8 +52,12 @@ nlohmann::json MetricsJson(const tlp::v1::RepresentationMetrics& m) {
 }
 
 nlohmann::json ScoreJson(const tlp::v1::LinkScore& s) {
-  return {{"src", s.src()}, {"dst", s.dst()}, {"at", s.at()}, {"probability", s.probability()},
-          {"logit", s.logit()}, {"src_metrics", MetricsJson(s.src_metrics())},
+  return {{"src", s.src()},
+          {"dst", s.dst()},
+          {"at", s.at()},
+          {"probability", s.probability()},
+          {"logit", s.logit()},
+          {"src_metrics", MetricsJson(s.src_metrics())},
           {"dst_metrics", MetricsJson(s.dst_metrics())}};
 }
 
@@ -67,13 +72,14 @@ void PrintScores(const google::protobuf::RepeatedPtrField<tlp::v1::LinkScore>& s
               "prob", "logit", "src_norm", "src_ess", "src_mass", "k", "dst_norm", "dst_ess",
               "dst_mass", "k");
   for (const auto& s : scores) {
-    std::printf("%10llu %10llu %12.0f %9.4f %9.3f | %8.3f %7.2f %7.3f %4u | %8.3f %7.2f %7.3f %4u\n",
-                static_cast<unsigned long long>(s.src()), static_cast<unsigned long long>(s.dst()),
-                s.at(), s.probability(), s.logit(), s.src_metrics().representation_norm(),
-                s.src_metrics().effective_neighbors(), s.src_metrics().attention_mass(),
-                s.src_metrics().neighbors_used(), s.dst_metrics().representation_norm(),
-                s.dst_metrics().effective_neighbors(), s.dst_metrics().attention_mass(),
-                s.dst_metrics().neighbors_used());
+    std::printf(
+        "%10llu %10llu %12.0f %9.4f %9.3f | %8.3f %7.2f %7.3f %4u | %8.3f %7.2f %7.3f %4u\n",
+        static_cast<unsigned long long>(s.src()), static_cast<unsigned long long>(s.dst()), s.at(),
+        s.probability(), s.logit(), s.src_metrics().representation_norm(),
+        s.src_metrics().effective_neighbors(), s.src_metrics().attention_mass(),
+        s.src_metrics().neighbors_used(), s.dst_metrics().representation_norm(),
+        s.dst_metrics().effective_neighbors(), s.dst_metrics().attention_mass(),
+        s.dst_metrics().neighbors_used());
   }
 }
 
@@ -92,7 +98,8 @@ int Ingest(const std::string& path, size_t batch_size) {
   while (true) {
     status = reader->Next(batch_size, &batch);
     if (!status.ok()) {
-      std::fprintf(stderr, "\ntlpctl: %s (events before it were sent)\n", status.ToString().c_str());
+      std::fprintf(stderr, "\ntlpctl: %s (events before it were sent)\n",
+                   status.ToString().c_str());
       return 1;
     }
     if (batch.empty()) break;
@@ -106,7 +113,7 @@ int Ingest(const std::string& path, size_t batch_size) {
       event->mutable_features()->Add(features.begin(), features.end());
       // Ids derived from the file position make a re-run after a failure store nothing twice.
       event->set_event_id(batch.EventIdOf(i).empty() ? path + ":" + std::to_string(sent + i)
-                                                    : std::string(batch.EventIdOf(i)));
+                                                     : std::string(batch.EventIdOf(i)));
     }
     grpc::ClientContext context;
     Deadline(&context);
@@ -118,21 +125,27 @@ int Ingest(const std::string& path, size_t batch_size) {
     duplicates += summary.duplicates();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, terminal ? "\ringested %llu events (%llu new, %llu duplicates)  %.0f events/s   "
-                                  : "ingested %llu events (%llu new, %llu duplicates)  %.0f events/s\n",
+    std::fprintf(stderr,
+                 terminal ? "\ringested %llu events (%llu new, %llu duplicates)  %.0f events/s   "
+                          : "ingested %llu events (%llu new, %llu duplicates)  %.0f events/s\n",
                  static_cast<unsigned long long>(sent), static_cast<unsigned long long>(accepted),
                  static_cast<unsigned long long>(duplicates), sent / seconds);
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (global.json) {
-    std::printf("%s\n", nlohmann::json({{"sent", sent}, {"accepted", accepted},
-                                        {"duplicates", duplicates}, {"seconds", seconds}})
-                            .dump().c_str());
+    std::printf("%s\n", nlohmann::json({{"sent", sent},
+                                        {"accepted", accepted},
+                                        {"duplicates", duplicates},
+                                        {"seconds", seconds}})
+                            .dump()
+                            .c_str());
   } else {
     std::fprintf(stderr, "\n");
     std::printf("ingested %llu events from %s in %.1f s (%llu new, %llu duplicates)\n",
                 static_cast<unsigned long long>(sent), path.c_str(), seconds,
-                static_cast<unsigned long long>(accepted), static_cast<unsigned long long>(duplicates));
+                static_cast<unsigned long long>(accepted),
+                static_cast<unsigned long long>(duplicates));
   }
   return 0;
 }
@@ -148,9 +161,11 @@ int main(int argc, char** argv) {
 
   std::string file;
   size_t batch_size = 5000;
-  CLI::App* ingest = app.add_subcommand("ingest", "Stream an event file into tlpd (JODIE, SNAP or tlpd CSV; .gz ok)");
+  CLI::App* ingest = app.add_subcommand(
+      "ingest", "Stream an event file into tlpd (JODIE, SNAP or tlpd CSV; .gz ok)");
   ingest->add_option("file", file, "Event file")->required()->check(CLI::ExistingFile);
-  ingest->add_option("--batch-size", batch_size, "Events per request")->check(CLI::Range(1, 100000));
+  ingest->add_option("--batch-size", batch_size, "Events per request")
+      ->check(CLI::Range(1, 100000));
   ingest->callback([&] { std::exit(Ingest(file, batch_size)); });
 
   uint64_t src = 0, dst = 0;
@@ -200,7 +215,8 @@ int main(int argc, char** argv) {
   uint32_t recent = 5;
   CLI::App* node_command = app.add_subcommand("node", "Show a node's state and recent neighbours");
   node_command->add_option("id", node, "Node id")->required();
-  node_command->add_option("--recent", recent, "Recent neighbours to show")->check(CLI::Range(0, 1000));
+  node_command->add_option("--recent", recent, "Recent neighbours to show")
+      ->check(CLI::Range(0, 1000));
   node_command->callback([&] {
     tlp::v1::NodeStateRequest request;
     request.set_node(node);
@@ -210,31 +226,32 @@ int main(int argc, char** argv) {
     tlp::v1::NodeStateResponse response;
     const grpc::Status rpc = Connect()->GetNodeState(&context, request, &response);
     if (!rpc.ok()) std::exit(Fail(rpc));
-    nlohmann::json out = {{"node", response.node()}, {"known", response.known()},
-                          {"degree", response.degree()}, {"last_update_ts", response.last_update_ts()},
+    nlohmann::json out = {{"node", response.node()},
+                          {"known", response.known()},
+                          {"degree", response.degree()},
+                          {"last_update_ts", response.last_update_ts()},
                           {"memory_dim", response.memory_size()}};
-    for (const auto& n : response.recent()) out["recent"].push_back({{"node", n.node()}, {"ts", n.ts()}});
+    for (const auto& n : response.recent())
+      out["recent"].push_back({{"node", n.node()}, {"ts", n.ts()}});
     std::printf("%s\n", out.dump(global.json ? -1 : 2).c_str());
     std::exit(0);
   });
 
-  CLI::App* info = app.add_subcommand("info", "Show the served model and how far it has applied the log");
+  CLI::App* info =
+      app.add_subcommand("info", "Show the served model and how far it has applied the log");
   info->callback([&] {
     grpc::ClientContext context;
     Deadline(&context);
     tlp::v1::ModelInfoResponse response;
-    const grpc::Status rpc = Connect()->GetModelInfo(&context, tlp::v1::ModelInfoRequest(), &response);
+    const grpc::Status rpc =
+        Connect()->GetModelInfo(&context, tlp::v1::ModelInfoRequest(), &response);
     if (!rpc.ok()) std::exit(Fail(rpc));
-    const nlohmann::json out = {{"architecture", response.architecture()},
-                                {"attention_p", response.attention_p()},
-                                {"fingerprint", response.fingerprint()},
-                                {"device", response.device()},
-                                {"embedding_dim", response.embedding_dim()},
-                                {"memory_dim", response.memory_dim()},
-                                {"neighbors", response.neighbors()},
-                                {"events_applied", response.events_applied()},
-                                {"watermark", response.watermark()},
-                                {"version", response.version()}};
+    const nlohmann::json out = {
+        {"architecture", response.architecture()},   {"attention_p", response.attention_p()},
+        {"fingerprint", response.fingerprint()},     {"device", response.device()},
+        {"embedding_dim", response.embedding_dim()}, {"memory_dim", response.memory_dim()},
+        {"neighbors", response.neighbors()},         {"events_applied", response.events_applied()},
+        {"watermark", response.watermark()},         {"version", response.version()}};
     std::printf("%s\n", out.dump(global.json ? -1 : 2).c_str());
     std::exit(0);
   });

@@ -58,9 +58,12 @@ bool ParseNumber(std::string_view text, T* value) {
 
 const char* FormatName(EventFormat format) {
   switch (format) {
-    case EventFormat::kJodie: return "jodie";
-    case EventFormat::kSnap: return "snap";
-    case EventFormat::kTlpd: return "tlpd";
+    case EventFormat::kJodie:
+      return "jodie";
+    case EventFormat::kSnap:
+      return "snap";
+    case EventFormat::kTlpd:
+      return "tlpd";
   }
   return "unknown";
 }
@@ -151,7 +154,8 @@ Status EventReader::ParseLine(const char* raw_line, EventBatch* batch) {
   double ts = 0;
   if (!ParseNumber(fields[0], &src)) return error("field 'src' is not an unsigned integer");
   if (!ParseNumber(fields[1], &dst)) return error("field 'dst' is not an unsigned integer");
-  if (!ParseNumber(fields[2], &ts) || !std::isfinite(ts)) return error("field 'ts' is not a number");
+  if (!ParseNumber(fields[2], &ts) || !std::isfinite(ts))
+    return error("field 'ts' is not a number");
   if (format_ == EventFormat::kJodie) {
     double label = 0;
     if (!ParseNumber(fields[3], &label)) return error("field 'label' is not a number");
@@ -186,8 +190,8 @@ Status EventReader::Next(size_t max_events, EventBatch* batch) {
       int gz_error = 0;
       const char* message = gzerror(file, &gz_error);
       if (gz_error != Z_OK && gz_error != Z_STREAM_END) {
-        return Status::IoError(path_ + ": read failed after line " +
-                               std::to_string(line_number_) + ": " + message);
+        return Status::IoError(path_ + ": read failed after line " + std::to_string(line_number_) +
+                               ": " + message);
       }
       break;
     }

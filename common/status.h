@@ -14,22 +14,24 @@ class Status {
  public:
   enum class Code {
     kOk = 0,
-    kInvalidArgument,   // a caller-supplied value is wrong; the message names the field
-    kOutOfRange,        // e.g. an event older than the lateness window
-    kNotFound,          // a file, node or column family does not exist
-    kAlreadyExists,     // creating what is already there
-    kFailedPrecondition,// state is wrong for the call (e.g. schema version mismatch)
-    kResourceExhausted, // a bounded queue is full; retry later
-    kUnavailable,       // recovering or draining
-    kCorruption,        // stored data cannot be decoded
-    kIoError,           // the operating system or RocksDB failed an I/O
-    kInternal,          // a bug
+    kInvalidArgument,     // a caller-supplied value is wrong; the message names the field
+    kOutOfRange,          // e.g. an event older than the lateness window
+    kNotFound,            // a file, node or column family does not exist
+    kAlreadyExists,       // creating what is already there
+    kFailedPrecondition,  // state is wrong for the call (e.g. schema version mismatch)
+    kResourceExhausted,   // a bounded queue is full; retry later
+    kUnavailable,         // recovering or draining
+    kCorruption,          // stored data cannot be decoded
+    kIoError,             // the operating system or RocksDB failed an I/O
+    kInternal,            // a bug
   };
 
   Status() = default;
   Status(Code code, std::string_view message) : code_(code), message_(message) {}
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string_view message) { return {Code::kInvalidArgument, message}; }
+  static Status InvalidArgument(std::string_view message) {
+    return {Code::kInvalidArgument, message};
+  }
   static Status OutOfRange(std::string_view message) { return {Code::kOutOfRange, message}; }
   static Status NotFound(std::string_view message) { return {Code::kNotFound, message}; }
   static Status AlreadyExists(std::string_view message) { return {Code::kAlreadyExists, message}; }

@@ -23,15 +23,16 @@ constexpr int64_t kFormatVersion = 1;
 
 std::string ConfigToJson(const ModelConfig& config) {
   char json[512];
-  std::snprintf(json, sizeof(json),
-                "{\"architecture\": \"%s\", \"memory_dim\": %lld, \"time_dim\": %lld, "
-                "\"embedding_dim\": %lld, \"edge_feature_dim\": %lld, \"heads\": %lld, "
-                "\"layers\": %lld, \"neighbors\": %lld, \"attention_p\": %.17g, \"dropout\": %.17g}",
-                config.architecture.c_str(), static_cast<long long>(config.memory_dim),
-                static_cast<long long>(config.time_dim), static_cast<long long>(config.embedding_dim),
-                static_cast<long long>(config.edge_feature_dim), static_cast<long long>(config.heads),
-                static_cast<long long>(config.layers), static_cast<long long>(config.neighbors),
-                config.attention_p, config.dropout);
+  std::snprintf(
+      json, sizeof(json),
+      "{\"architecture\": \"%s\", \"memory_dim\": %lld, \"time_dim\": %lld, "
+      "\"embedding_dim\": %lld, \"edge_feature_dim\": %lld, \"heads\": %lld, "
+      "\"layers\": %lld, \"neighbors\": %lld, \"attention_p\": %.17g, \"dropout\": %.17g}",
+      config.architecture.c_str(), static_cast<long long>(config.memory_dim),
+      static_cast<long long>(config.time_dim), static_cast<long long>(config.embedding_dim),
+      static_cast<long long>(config.edge_feature_dim), static_cast<long long>(config.heads),
+      static_cast<long long>(config.layers), static_cast<long long>(config.neighbors),
+      config.attention_p, config.dropout);
   return json;
 }
 
@@ -153,7 +154,8 @@ Status LoadCheckpointExpecting(const std::string& path, const ModelConfig& expec
     return differ("architecture", expected.architecture, found.architecture);
   }
   if (found.memory_dim != expected.memory_dim) {
-    return differ("memory_dim", std::to_string(expected.memory_dim), std::to_string(found.memory_dim));
+    return differ("memory_dim", std::to_string(expected.memory_dim),
+                  std::to_string(found.memory_dim));
   }
   if (found.embedding_dim != expected.embedding_dim) {
     return differ("embedding_dim", std::to_string(expected.embedding_dim),
@@ -174,7 +176,8 @@ torch::Device ResolveDevice(const std::string& requested, std::string* note) {
   if (requested.empty() || requested == "cpu") return torch::kCPU;
   if (requested.rfind("cuda", 0) == 0) {
     if (!torch::cuda::is_available()) {
-      if (note) *note = "device '" + requested + "' requested but no CUDA device is available; using cpu";
+      if (note)
+        *note = "device '" + requested + "' requested but no CUDA device is available; using cpu";
       return torch::kCPU;
     }
     return torch::Device(requested);

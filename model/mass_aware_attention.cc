@@ -6,12 +6,12 @@
 namespace tlp::model {
 
 MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
-                                            const torch::Tensor& values,
-                                            const torch::Tensor& valid, double p) {
+                                            const torch::Tensor& values, const torch::Tensor& valid,
+                                            double p) {
   if (p < 1.0 || !std::isfinite(p)) throw std::invalid_argument("attention p must be >= 1");
   const torch::Tensor valid_heads = valid.unsqueeze(1).expand_as(scores);  // [B, H, K]
-  const torch::Tensor masked = scores.masked_fill(valid_heads.logical_not(),
-                                                  -std::numeric_limits<float>::infinity());
+  const torch::Tensor masked =
+      scores.masked_fill(valid_heads.logical_not(), -std::numeric_limits<float>::infinity());
   // The shift cancels between numerator and denominator, so it carries no gradient: detaching
   // it gives the exact gradient and saves the amax backward.
   torch::Tensor shift = std::get<0>(masked.max(-1, /*keepdim=*/true)).detach();
@@ -25,16 +25,19 @@ MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
   norm_p = torch::where(has_neighbors, norm_p, torch::ones_like(norm_p));
 
   MassAwareAggregateResult result;
-  const torch::Tensor scaled = weights / norm_p.unsqueeze(-1);               // [B, H, K]
+  const torch::Tensor scaled = weights / norm_p.unsqueeze(-1);              // [B, H, K]
   result.output = torch::matmul(scaled.unsqueeze(-2), values).squeeze(-2);  // [B, H, D]
 
   torch::NoGradGuard no_grad;  // metrics are reported, never trained on
-  const torch::Tensor safe_sum = torch::where(has_neighbors, weight_sum, torch::ones_like(weight_sum));
+  const torch::Tensor safe_sum =
+      torch::where(has_neighbors, weight_sum, torch::ones_like(weight_sum));
   const torch::Tensor square_sum = weights.square().sum(-1);
   const torch::Tensor ess = torch::where(
-      has_neighbors, weight_sum.square() / torch::where(has_neighbors, square_sum, torch::ones_like(square_sum)),
+      has_neighbors,
+      weight_sum.square() / torch::where(has_neighbors, square_sum, torch::ones_like(square_sum)),
       torch::zeros_like(weight_sum));
-  const torch::Tensor mass = torch::where(has_neighbors, weight_sum / norm_p, torch::zeros_like(weight_sum));
+  const torch::Tensor mass =
+      torch::where(has_neighbors, weight_sum / norm_p, torch::zeros_like(weight_sum));
   const torch::Tensor normalized = weights / safe_sum.unsqueeze(-1);
   const torch::Tensor entropy =
       -(normalized * torch::log(normalized.clamp_min(1e-30))).sum(-1);  // 0 log 0 = 0
@@ -50,14 +53,14 @@ MassAwareAttentionImpl::MassAwareAttentionImpl(const MassAwareAttentionOptions& 
   if (options.model_dim % options.heads != 0) {
     throw std::invalid_argument("attention model_dim must be divisible by heads");
   }
-  query_projection_ = register_module(
-      "query_projection", torch::nn::Linear(options.query_dim, options.model_dim));
-  key_projection_ = register_module(
-      "key_projection", torch::nn::Linear(options.neighbor_dim, options.model_dim));
-  value_projection_ = register_module(
-      "value_projection", torch::nn::Linear(options.neighbor_dim, options.model_dim));
-  output_projection_ = register_module(
-      "output_projection", torch::nn::Linear(options.model_dim, options.model_dim));
+  query_projection_ =
+      register_module("query_projection", torch::nn::Linear(options.query_dim, options.model_dim));
+  key_projection_ =
+      register_module("key_projection", torch::nn::Linear(options.neighbor_dim, options.model_dim));
+  value_projection_ = register_module("value_projection",
+                                      torch::nn::Linear(options.neighbor_dim, options.model_dim));
+  output_projection_ =
+      register_module("output_projection", torch::nn::Linear(options.model_dim, options.model_dim));
   dropout_ = register_module("dropout", torch::nn::Dropout(options.dropout));
 }
 

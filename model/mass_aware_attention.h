@@ -30,8 +30,8 @@ struct MassAwareAggregateResult {
 //   scores: [batch, heads, slots]; values: [batch, heads, slots, head_dim];
 //   valid:  [batch, slots] bool (true = a real neighbour).
 MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
-                                            const torch::Tensor& values,
-                                            const torch::Tensor& valid, double p);
+                                            const torch::Tensor& values, const torch::Tensor& valid,
+                                            double p);
 
 struct MassAwareAttentionOptions {
   int64_t query_dim = 0;     // width of the query input

@@ -15,8 +15,7 @@ void NeighborBlock::Reset(int64_t query_count, int64_t slot_count, uint32_t edge
   features.assign(cells * edge_feature_dim, 0.0f);
 }
 
-void TemporalAdjacency::Add(int64_t src, int64_t dst, double ts,
-                            std::span<const float> features) {
+void TemporalAdjacency::Add(int64_t src, int64_t dst, double ts, std::span<const float> features) {
   const int64_t needed = std::max(src, dst) + 1;
   if (static_cast<int64_t>(adjacency_.size()) < needed) adjacency_.resize(needed);
   int64_t feature_row = -1;

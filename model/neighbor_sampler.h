@@ -16,10 +16,10 @@ struct NeighborBlock {
   int64_t queries = 0;
   int64_t slots = 0;
   uint32_t feature_dim = 0;
-  std::vector<int64_t> nodes;      // neighbour index; 0 on padding
-  std::vector<double> ts;          // event time of the interaction; query time on padding
-  std::vector<uint8_t> valid;      // 1 = real neighbour
-  std::vector<float> features;     // [n x k x feature_dim] edge features, 0 on padding
+  std::vector<int64_t> nodes;   // neighbour index; 0 on padding
+  std::vector<double> ts;       // event time of the interaction; query time on padding
+  std::vector<uint8_t> valid;   // 1 = real neighbour
+  std::vector<float> features;  // [n x k x feature_dim] edge features, 0 on padding
 
   void Reset(int64_t query_count, int64_t slot_count, uint32_t edge_feature_dim);
 };

@@ -8,16 +8,16 @@ namespace tlp::model {
 
 std::string ModelConfig::ToString() const {
   std::ostringstream out;
-  out << "architecture=" << architecture << " memory_dim=" << memory_dim
-      << " time_dim=" << time_dim << " embedding_dim=" << embedding_dim
-      << " edge_feature_dim=" << edge_feature_dim << " heads=" << heads << " layers=" << layers
-      << " neighbors=" << neighbors << " attention_p=" << attention_p << " dropout=" << dropout;
+  out << "architecture=" << architecture << " memory_dim=" << memory_dim << " time_dim=" << time_dim
+      << " embedding_dim=" << embedding_dim << " edge_feature_dim=" << edge_feature_dim
+      << " heads=" << heads << " layers=" << layers << " neighbors=" << neighbors
+      << " attention_p=" << attention_p << " dropout=" << dropout;
   return out.str();
 }
 
 TimeEncodingImpl::TimeEncodingImpl(int64_t dim) {
-  const torch::Tensor exponents =
-      torch::arange(dim, torch::kFloat64) * (-9.0 / static_cast<double>(std::max<int64_t>(dim - 1, 1)));
+  const torch::Tensor exponents = torch::arange(dim, torch::kFloat64) *
+                                  (-9.0 / static_cast<double>(std::max<int64_t>(dim - 1, 1)));
   omega_ = register_buffer("omega", torch::pow(10.0, exponents));
 }
 
@@ -45,10 +45,9 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
   if (config.neighbors < 1) throw std::invalid_argument("neighbors must be >= 1");
   time_encoding_ = register_module("time_encoding", TimeEncoding(config.time_dim));
   if (config.has_memory()) {
-    const int64_t message_dim =
-        2 * config.memory_dim + config.edge_feature_dim + config.time_dim;
-    memory_updater_ = register_module("memory_updater",
-                                      torch::nn::GRUCell(message_dim, config.memory_dim));
+    const int64_t message_dim = 2 * config.memory_dim + config.edge_feature_dim + config.time_dim;
+    memory_updater_ =
+        register_module("memory_updater", torch::nn::GRUCell(message_dim, config.memory_dim));
   }
   for (int64_t layer = 0; layer < config.layers; ++layer) {
     const int64_t input_dim = layer == 0 ? config.memory_dim : config.embedding_dim;
@@ -66,8 +65,7 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
         MergeMlp(config.embedding_dim, input_dim, config.embedding_dim, config.embedding_dim)));
   }
   predictor_ = register_module(
-      "predictor",
-      MergeMlp(config.embedding_dim, config.embedding_dim, config.embedding_dim, 1));
+      "predictor", MergeMlp(config.embedding_dim, config.embedding_dim, config.embedding_dim, 1));
   ResetMemory();
 }
 
@@ -155,8 +153,7 @@ torch::Tensor TemporalLinkModelImpl::EmbedLayer(const torch::Tensor& nodes,
   const torch::Tensor neighbor_ts =
       torch::from_blob(block.ts.data(), {count, k}, torch::kFloat64).to(device());
   const torch::Tensor query_ts =
-      torch::from_blob(const_cast<double*>(times.data()), {count, 1}, torch::kFloat64)
-          .to(device());
+      torch::from_blob(const_cast<double*>(times.data()), {count, 1}, torch::kFloat64).to(device());
   const torch::Tensor valid =
       torch::from_blob(block.valid.data(), {count, k}, torch::kUInt8).to(device()).to(torch::kBool);
 
@@ -167,10 +164,9 @@ torch::Tensor TemporalLinkModelImpl::EmbedLayer(const torch::Tensor& nodes,
                                   std::to_string(block.feature_dim) + ", model expects " +
                                   std::to_string(config_.edge_feature_dim));
     }
-    neighbor_parts.push_back(
-        torch::from_blob(block.features.data(), {count, k, config_.edge_feature_dim},
-                         torch::kFloat32)
-            .to(device()));
+    neighbor_parts.push_back(torch::from_blob(block.features.data(),
+                                              {count, k, config_.edge_feature_dim}, torch::kFloat32)
+                                 .to(device()));
   }
   neighbor_parts.push_back(time_encoding_(query_ts - neighbor_ts));
   const torch::Tensor neighbors = torch::cat(neighbor_parts, -1);
@@ -199,8 +195,7 @@ torch::Tensor TemporalLinkModelImpl::Predict(const torch::Tensor& src_embeddings
   return predictor_(src_embeddings, dst_embeddings).squeeze(-1);
 }
 
-void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src,
-                                        std::span<const int64_t> dst,
+void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src, std::span<const int64_t> dst,
                                         std::span<const double> ts,
                                         std::span<const float> features) {
   if (!config_.has_memory()) return;
@@ -238,8 +233,7 @@ void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src,
   std::vector<torch::Tensor> dst_parts = {dst_memory, src_memory};
   if (config_.edge_feature_dim > 0) {
     const torch::Tensor edge = torch::from_blob(const_cast<float*>(features.data()),
-                                                {events, config_.edge_feature_dim},
-                                                torch::kFloat32)
+                                                {events, config_.edge_feature_dim}, torch::kFloat32)
                                    .to(device());
     src_parts.push_back(edge);
     dst_parts.push_back(edge);
@@ -262,8 +256,8 @@ void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src,
 }
 
 TemporalLinkModelImpl::MemoryState TemporalLinkModelImpl::SaveMemory() const {
-  return {memory_.clone(), last_update_.clone(), pending_nodes_.clone(), pending_raw_.clone(),
-          pending_ts_.clone(), node_count_};
+  return {memory_.clone(),      last_update_.clone(), pending_nodes_.clone(),
+          pending_raw_.clone(), pending_ts_.clone(),  node_count_};
 }
 
 void TemporalLinkModelImpl::RestoreMemory(const MemoryState& state) {

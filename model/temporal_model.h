@@ -27,9 +27,9 @@ struct ModelConfig {
   int64_t embedding_dim = 100;       // attention / output embedding width
   int64_t edge_feature_dim = 0;      // 0 for featureless streams
   int64_t heads = 2;
-  int64_t layers = 1;                // 1 or 2 attention layers
-  int64_t neighbors = 10;            // k most recent neighbours per node
-  double attention_p = 1.1;          // MAA exponent; 1 = softmax
+  int64_t layers = 1;        // 1 or 2 attention layers
+  int64_t neighbors = 10;    // k most recent neighbours per node
+  double attention_p = 1.1;  // MAA exponent; 1 = softmax
   double dropout = 0.1;
 
   bool has_memory() const { return architecture == "tgn"; }

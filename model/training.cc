@@ -87,7 +87,8 @@ Status TemporalDataset::FromEvents(const EventBatch& batch, TemporalDataset* dat
   };
   for (size_t i = 0; i < batch.size(); ++i) {
     if (i > 0 && batch.ts[i] < batch.ts[i - 1]) {
-      return Status::InvalidArgument("event " + std::to_string(i) + ": field 'ts' goes back in time (" +
+      return Status::InvalidArgument("event " + std::to_string(i) +
+                                     ": field 'ts' goes back in time (" +
                                      std::to_string(batch.ts[i]) + " < " +
                                      std::to_string(batch.ts[i - 1]) + "); streams must be sorted");
     }
@@ -108,7 +109,8 @@ DataSplit SplitChronologically(const TemporalDataset& dataset, uint64_t seed) {
     const double position = q * static_cast<double>(events - 1);
     const auto low = static_cast<size_t>(std::floor(position));
     const size_t high = std::min(low + 1, sorted_ts.size() - 1);
-    return sorted_ts[low] + (position - static_cast<double>(low)) * (sorted_ts[high] - sorted_ts[low]);
+    return sorted_ts[low] +
+           (position - static_cast<double>(low)) * (sorted_ts[high] - sorted_ts[low]);
   };
   split.validation_time = quantile(0.70);
   split.test_time = quantile(0.85);
@@ -148,9 +150,12 @@ DataSplit SplitChronologically(const TemporalDataset& dataset, uint64_t seed) {
 
 const char* StrategyName(NegativeStrategy strategy) {
   switch (strategy) {
-    case NegativeStrategy::kRandom: return "random";
-    case NegativeStrategy::kHistorical: return "historical";
-    case NegativeStrategy::kInductive: return "inductive";
+    case NegativeStrategy::kRandom:
+      return "random";
+    case NegativeStrategy::kHistorical:
+      return "historical";
+    case NegativeStrategy::kInductive:
+      return "inductive";
   }
   return "unknown";
 }
@@ -171,7 +176,8 @@ Trainer::Trainer(TemporalLinkModel model, const TemporalDataset& dataset, const 
   for (int64_t i : split.train) {
     train_adjacency_.Add(dataset.src[i], dataset.dst[i], dataset.ts[i], FeaturesOf(i));
     train_dst.push_back(dataset.dst[i]);
-    training_edges_.insert(static_cast<uint64_t>(dataset.src[i] * dataset.nodes() + dataset.dst[i]));
+    training_edges_.insert(
+        static_cast<uint64_t>(dataset.src[i] * dataset.nodes() + dataset.dst[i]));
   }
   for (int64_t i = 0; i < dataset.events(); ++i) {
     full_adjacency_.Add(dataset.src[i], dataset.dst[i], dataset.ts[i], FeaturesOf(i));
@@ -368,15 +374,16 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
     const Embeddings embedded = model_->Embed(nodes, times, full_adjacency_);
     const torch::Tensor& z = embedded.vectors;
     const torch::Tensor source = z.narrow(0, 0, count);
-    const std::vector<float> positive = ToVector(model_->Predict(source, z.narrow(0, count, count)));
+    const std::vector<float> positive =
+        ToVector(model_->Predict(source, z.narrow(0, count, count)));
     std::vector<int64_t> new_rows;
     for (int64_t i = 0; i < count; ++i) {
       if (split_.new_node[batch.src[i]] || split_.new_node[batch.dst[i]]) new_rows.push_back(i);
     }
     for (int s = 0; s < strategies; ++s) {
       const int64_t offset = (2 + 2 * s) * count;
-      const std::vector<float> negative = ToVector(
-          model_->Predict(z.narrow(0, offset, count), z.narrow(0, offset + count, count)));
+      const std::vector<float> negative =
+          ToVector(model_->Predict(z.narrow(0, offset, count), z.narrow(0, offset + count, count)));
       result->transductive[s].AddBatch(positive, negative);
       std::vector<float> new_positive, new_negative;
       for (int64_t i : new_rows) {
@@ -387,12 +394,13 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
     }
     if (ranked > 0) {
       const int64_t offset = (2 + 2 * strategies) * count;
-      const std::vector<float> negative = ToVector(model_->Predict(
-          source.narrow(0, 0, ranked).repeat_interleave(mrr_negatives, 0),
-          z.narrow(0, offset, ranked * mrr_negatives)));
+      const std::vector<float> negative =
+          ToVector(model_->Predict(source.narrow(0, 0, ranked).repeat_interleave(mrr_negatives, 0),
+                                   z.narrow(0, offset, ranked * mrr_negatives)));
       for (int64_t i = 0; i < ranked; ++i) {
         result->reciprocal_rank_sum +=
-            1.0 / TieAwareRank(positive[i], std::span(negative).subspan(i * mrr_negatives, mrr_negatives));
+            1.0 / TieAwareRank(positive[i],
+                               std::span(negative).subspan(i * mrr_negatives, mrr_negatives));
       }
       result->ranked += ranked;
     }
@@ -423,15 +431,16 @@ std::vector<EpochRecord> Trainer::Train() {
     char line[200];
     std::snprintf(line, sizeof(line),
                   "epoch %lld  loss %.4f  train AP %.4f  validation AP %.4f  %.1f s  %.0f events/s",
-                  static_cast<long long>(epoch), record.loss, record.train_ap,
-                  record.validation_ap, record.seconds, record.events_per_second);
+                  static_cast<long long>(epoch), record.loss, record.train_ap, record.validation_ap,
+                  record.seconds, record.events_per_second);
     Progress(line);
     if (options_.progress) std::fputc('\n', stderr);
     if (record.validation_ap > best_ap) {
       best_ap = record.validation_ap;
       epochs_without_gain = 0;
       best_parameters.clear();
-      for (const torch::Tensor& p : model_->parameters()) best_parameters.push_back(p.detach().clone());
+      for (const torch::Tensor& p : model_->parameters())
+        best_parameters.push_back(p.detach().clone());
     } else if (++epochs_without_gain >= options_.patience) {
       break;
     }
@@ -462,7 +471,8 @@ EvaluationReport Trainer::Evaluate() {
   report.mrr_queries = test.ranked;
   report.mrr = test.ranked ? test.reciprocal_rank_sum / static_cast<double>(test.ranked) : 0;
   report.mean_representation_norm = test.embedded ? test.norm_sum / test.embedded : 0;
-  report.mean_effective_neighbors = test.embedded ? test.effective_neighbors_sum / test.embedded : 0;
+  report.mean_effective_neighbors =
+      test.embedded ? test.effective_neighbors_sum / test.embedded : 0;
   report.scored_pairs_per_second = test.scored_pairs / test.seconds;
   if (options_.probe) report.probe_r2 = RunProbe(&report);
   return report;
@@ -497,8 +507,10 @@ double Trainer::RunProbe(EvaluationReport* report) {
   std::mt19937_64 random(options_.seed ^ 0x9e3779b97f4a7c15ULL);
   std::shuffle(order.begin(), order.end(), random);
   const int64_t train_count = count * 4 / 5;
-  const torch::Tensor train_index = torch::tensor(std::vector<int64_t>(order.begin(), order.begin() + train_count));
-  const torch::Tensor test_index = torch::tensor(std::vector<int64_t>(order.begin() + train_count, order.end()));
+  const torch::Tensor train_index =
+      torch::tensor(std::vector<int64_t>(order.begin(), order.begin() + train_count));
+  const torch::Tensor test_index =
+      torch::tensor(std::vector<int64_t>(order.begin() + train_count, order.end()));
   const torch::Tensor x_train = features.index_select(0, train_index);
   const torch::Tensor y_train = target.index_select(0, train_index);
   // Standardise with training statistics; ridge with intercept, lambda = 1.

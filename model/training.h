@@ -7,8 +7,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <random>
+#include <span>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -35,11 +35,11 @@ struct TemporalDataset {
 };
 
 struct DataSplit {
-  double validation_time = 0;  // 0.70 quantile of ts
-  double test_time = 0;        // 0.85 quantile of ts
+  double validation_time = 0;                    // 0.70 quantile of ts
+  double test_time = 0;                          // 0.85 quantile of ts
   std::vector<int64_t> train, validation, test;  // event indices, chronological
-  std::vector<uint8_t> new_node;  // per node: never appears in a training event
-  int64_t masked_nodes = 0;       // nodes held out of training for the inductive setting
+  std::vector<uint8_t> new_node;                 // per node: never appears in a training event
+  int64_t masked_nodes = 0;  // nodes held out of training for the inductive setting
 };
 // Splits at the ts quantiles. 10 % of the nodes that appear after validation_time, chosen with
 // `seed`, are removed from training (every training event touching them is dropped) so that
@@ -61,7 +61,7 @@ struct EvaluationReport {
   LinkFigures inductive[kNegativeStrategies];  // events touching a node unseen in training
   double mrr = 0;                              // against `mrr_negatives` random destinations
   int64_t mrr_queries = 0;
-  double probe_r2 = 0;   // ridge probe embeddings -> log(1 + degree), held-out nodes
+  double probe_r2 = 0;  // ridge probe embeddings -> log(1 + degree), held-out nodes
   int64_t probe_nodes = 0;
   double mean_representation_norm = 0;
   double mean_effective_neighbors = 0;

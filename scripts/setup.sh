@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   # toolchain
-  build-essential cmake ninja-build ccache pkg-config clang-format git
+  build-essential cmake ninja-build ccache pkg-config clang-format git curl
   # the gRPC API
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # storage, model, metrics

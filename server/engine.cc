@@ -90,13 +90,14 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   // Replay the whole log into memory in sequence-aligned chunks (see engine.h).
   const auto start = std::chrono::steady_clock::now();
   const uint64_t total = result->store_->last_sequence();
-  status = result->store_->ReplayAfter(
-      0, static_cast<size_t>(options.memory_batch), [&](const EventBatch& batch, uint64_t first) {
-        std::vector<uint64_t> sequences(batch.size());
-        for (size_t i = 0; i < batch.size(); ++i) sequences[i] = first + i;
-        result->ApplyToMemory(batch, sequences);
-        return Status::Ok();
-      });
+  status = result->store_->ReplayAfter(0, static_cast<size_t>(options.memory_batch),
+                                       [&](const EventBatch& batch, uint64_t first) {
+                                         std::vector<uint64_t> sequences(batch.size());
+                                         for (size_t i = 0; i < batch.size(); ++i)
+                                           sequences[i] = first + i;
+                                         result->ApplyToMemory(batch, sequences);
+                                         return Status::Ok();
+                                       });
   if (!status.ok()) return status;
   spdlog::info("replayed {} events into memory in {:.2f} s ({} in the open chunk)", total,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
@@ -161,10 +162,9 @@ Status Engine::Ingest(const EventBatch& batch, storage::AppendResult* result) {
   if (!options_.allow_self_loops) {
     for (size_t i = 0; i < batch.size(); ++i) {
       if (batch.src[i] == batch.dst[i]) {
-        return Status::InvalidArgument("event " + std::to_string(i) +
-                                       ": fields 'src' and 'dst' are equal (" +
-                                       std::to_string(batch.src[i]) +
-                                       "); start tlpd with --allow-self-loops to accept them");
+        return Status::InvalidArgument(
+            "event " + std::to_string(i) + ": fields 'src' and 'dst' are equal (" +
+            std::to_string(batch.src[i]) + "); start tlpd with --allow-self-loops to accept them");
       }
     }
   }
@@ -203,8 +203,9 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
     std::lock_guard lock(model_mutex_);
     torch::NoGradGuard no_grad;
     const model::Embeddings embedded = model_->Embed(nodes, times, *sampler_);
-    const torch::Tensor logits = model_->Predict(embedded.vectors.narrow(0, 0, count),
-                                                 embedded.vectors.narrow(0, count, count))
+    const torch::Tensor logits = model_
+                                     ->Predict(embedded.vectors.narrow(0, 0, count),
+                                               embedded.vectors.narrow(0, count, count))
                                      .cpu();
     const torch::Tensor norms = embedded.vectors.norm(2, 1).cpu();
     const torch::Tensor ess = embedded.metrics.effective_neighbors.cpu();
@@ -249,7 +250,8 @@ Status Engine::GetNode(uint64_t node, size_t recent, NodeInfo* info) {
   info->known = dense != 0;
   if (!info->known) return Status::Ok();
   info->degree = store_->neighbors().Degree(node);
-  Status status = store_->neighbors().Recent(node, INFINITY, std::max<size_t>(recent, 1), &info->recent);
+  Status status =
+      store_->neighbors().Recent(node, INFINITY, std::max<size_t>(recent, 1), &info->recent);
   if (!status.ok()) return status;
   if (!info->recent.empty()) info->last_update_ts = info->recent.front().ts;
   if (recent == 0) info->recent.clear();

@@ -92,8 +92,8 @@ class Engine {
  private:
   class StoreSampler;
   Engine() = default;
-  int64_t DenseIndex(uint64_t node);             // creates; writer only
-  int64_t FindDense(uint64_t node) const;        // 0 = unknown
+  int64_t DenseIndex(uint64_t node);       // creates; writer only
+  int64_t FindDense(uint64_t node) const;  // 0 = unknown
   void ApplyToMemory(const EventBatch& batch, std::span<const uint64_t> sequences);
   void FlushChunk();
 

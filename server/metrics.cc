@@ -33,8 +33,8 @@ Metrics::Metrics(const std::string& address)
                                ExponentialBuckets(1e-4, 2, 16))),
       ingest_batch_size(Histogram(*registry_, "tlpd_ingest_batch_events", "Events per ingest batch",
                                   ExponentialBuckets(1, 4, 10))),
-      score_latency(Histogram(*registry_, "tlpd_score_latency_seconds",
-                              "Time to score one request", ExponentialBuckets(1e-4, 2, 16))),
+      score_latency(Histogram(*registry_, "tlpd_score_latency_seconds", "Time to score one request",
+                              ExponentialBuckets(1e-4, 2, 16))),
       score_batch_size(Histogram(*registry_, "tlpd_score_batch_pairs", "Pairs per scoring pass",
                                  ExponentialBuckets(1, 4, 10))),
       representation_norm(prometheus::BuildHistogram()

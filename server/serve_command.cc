@@ -30,7 +30,8 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
     try {
       result->metrics_ = std::make_unique<Metrics>(options.metrics_listen);
     } catch (const std::exception& error) {
-      return Status::Unavailable("cannot serve metrics on " + options.metrics_listen + ": " + error.what());
+      return Status::Unavailable("cannot serve metrics on " + options.metrics_listen + ": " +
+                                 error.what());
     }
   }
   Status status = Engine::Open(options.engine, &result->engine_);
@@ -57,7 +58,8 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
         self->metrics_->events_stored.Set(static_cast<double>(stats.events));
         self->metrics_->nodes_stored.Set(static_cast<double>(stats.nodes));
         self->metrics_->live_sst_bytes.Set(static_cast<double>(stats.live_sst_bytes));
-        self->metrics_->pending_compaction_bytes.Set(static_cast<double>(stats.pending_compaction_bytes));
+        self->metrics_->pending_compaction_bytes.Set(
+            static_cast<double>(stats.pending_compaction_bytes));
         for (int i = 0; i < 10 && !self->impl_->stopping; ++i) {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
@@ -86,8 +88,10 @@ void AddServeCommand(CLI::App& app) {
   serve->add_option("--metrics-listen", options.metrics_listen,
                     "Prometheus /metrics address host:port (empty = off)");
   serve->add_option("--data-dir", options.engine.data_dir, "RocksDB data directory");
-  serve->add_option("--checkpoint", options.engine.checkpoint, "Model checkpoint (tlpd train --out)")
-      ->required()->check(CLI::ExistingFile);
+  serve
+      ->add_option("--checkpoint", options.engine.checkpoint, "Model checkpoint (tlpd train --out)")
+      ->required()
+      ->check(CLI::ExistingFile);
   serve->add_option("--device", options.engine.device, "cpu or cuda:N (cpu when no GPU)");
   serve->add_option("--lateness-seconds", options.engine.lateness_seconds,
                     "Accept events up to this much older than the newest");

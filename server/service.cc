@@ -21,18 +21,20 @@ Status AddEvent(const tlp::v1::EdgeEvent& event, size_t index, EventBatch* batch
     return Status::InvalidArgument(where + "field 'ts' must be finite and >= 0");
   }
   if (static_cast<uint32_t>(event.features_size()) != batch->feature_dim) {
-    return Status::InvalidArgument(where + "field 'features' has " +
-                                   std::to_string(event.features_size()) + " values, the model takes " +
-                                   std::to_string(batch->feature_dim));
+    return Status::InvalidArgument(
+        where + "field 'features' has " + std::to_string(event.features_size()) +
+        " values, the model takes " + std::to_string(batch->feature_dim));
   }
   for (float value : event.features()) {
-    if (!std::isfinite(value)) return Status::InvalidArgument(where + "field 'features' holds NaN or inf");
+    if (!std::isfinite(value))
+      return Status::InvalidArgument(where + "field 'features' holds NaN or inf");
   }
   if (event.event_id().size() > storage::kMaxEventIdBytes) {
     return Status::InvalidArgument(where + "field 'event_id' is longer than 128 bytes");
   }
   batch->Add(event.src(), event.dst(), event.ts(),
-             std::span<const float>(event.features().data(), event.features_size()), event.event_id());
+             std::span<const float>(event.features().data(), event.features_size()),
+             event.event_id());
   return Status::Ok();
 }
 
@@ -60,17 +62,26 @@ void FillScore(const LinkScore& score, tlp::v1::LinkScore* out) {
 grpc::Status ToGrpc(const Status& status) {
   using Code = Status::Code;
   switch (status.code()) {
-    case Code::kOk: return grpc::Status::OK;
-    case Code::kInvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, status.message()};
-    case Code::kOutOfRange: return {grpc::StatusCode::OUT_OF_RANGE, status.message()};
-    case Code::kNotFound: return {grpc::StatusCode::NOT_FOUND, status.message()};
-    case Code::kAlreadyExists: return {grpc::StatusCode::ALREADY_EXISTS, status.message()};
-    case Code::kFailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, status.message()};
-    case Code::kResourceExhausted: return {grpc::StatusCode::RESOURCE_EXHAUSTED, status.message()};
-    case Code::kUnavailable: return {grpc::StatusCode::UNAVAILABLE, status.message()};
+    case Code::kOk:
+      return grpc::Status::OK;
+    case Code::kInvalidArgument:
+      return {grpc::StatusCode::INVALID_ARGUMENT, status.message()};
+    case Code::kOutOfRange:
+      return {grpc::StatusCode::OUT_OF_RANGE, status.message()};
+    case Code::kNotFound:
+      return {grpc::StatusCode::NOT_FOUND, status.message()};
+    case Code::kAlreadyExists:
+      return {grpc::StatusCode::ALREADY_EXISTS, status.message()};
+    case Code::kFailedPrecondition:
+      return {grpc::StatusCode::FAILED_PRECONDITION, status.message()};
+    case Code::kResourceExhausted:
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED, status.message()};
+    case Code::kUnavailable:
+      return {grpc::StatusCode::UNAVAILABLE, status.message()};
     case Code::kCorruption:
     case Code::kIoError:
-    case Code::kInternal: return {grpc::StatusCode::INTERNAL, status.message()};
+    case Code::kInternal:
+      return {grpc::StatusCode::INTERNAL, status.message()};
   }
   return {grpc::StatusCode::UNKNOWN, status.message()};
 }
@@ -84,7 +95,9 @@ Status TemporalLinkService::IngestOne(const EventBatch& batch, size_t first_inde
   storage::AppendResult result;
   Status status = engine_.Ingest(batch, &result);
   if (!status.ok()) {
-    if (metrics_) metrics_->ingest_events.Add({{"result", "rejected"}}).Increment(static_cast<double>(batch.size()));
+    if (metrics_)
+      metrics_->ingest_events.Add({{"result", "rejected"}})
+          .Increment(static_cast<double>(batch.size()));
     summary->set_rejected(summary->rejected() + batch.size());
     if (first_index > 0) {
       // Engine messages count from the start of this append; say where it began in the stream.
@@ -97,8 +110,10 @@ Status TemporalLinkService::IngestOne(const EventBatch& batch, size_t first_inde
   summary->set_duplicates(summary->duplicates() + result.duplicates);
   summary->set_last_sequence(engine_.store().last_sequence());
   if (metrics_) {
-    metrics_->ingest_events.Add({{"result", "accepted"}}).Increment(static_cast<double>(result.accepted));
-    metrics_->ingest_events.Add({{"result", "duplicate"}}).Increment(static_cast<double>(result.duplicates));
+    metrics_->ingest_events.Add({{"result", "accepted"}})
+        .Increment(static_cast<double>(result.accepted));
+    metrics_->ingest_events.Add({{"result", "duplicate"}})
+        .Increment(static_cast<double>(result.duplicates));
     metrics_->ingest_latency.Observe(SecondsSince(start));
     metrics_->ingest_batch_size.Observe(static_cast<double>(batch.size()));
   }
@@ -156,14 +171,17 @@ grpc::Status TemporalLinkService::IngestEvents(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-Status TemporalLinkService::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
+Status TemporalLinkService::Score(std::span<const LinkQuery> queries,
+                                  std::vector<LinkScore>* scores) {
   const auto start = Clock::now();
   Status status = engine_.Score(queries, scores);
   if (status.ok() && metrics_) {
     metrics_->score_latency.Observe(SecondsSince(start));
     metrics_->score_batch_size.Observe(static_cast<double>(queries.size()));
-    static const prometheus::Histogram::BucketBoundaries kNormBuckets = {0.5, 1, 2, 4, 8, 16, 32, 64};
-    static const prometheus::Histogram::BucketBoundaries kCountBuckets = {0.5, 1, 2, 3, 5, 8, 13, 21, 34};
+    static const prometheus::Histogram::BucketBoundaries kNormBuckets = {0.5, 1,  2,  4,
+                                                                         8,   16, 32, 64};
+    static const prometheus::Histogram::BucketBoundaries kCountBuckets = {0.5, 1,  2,  3, 5,
+                                                                          8,   13, 21, 34};
     auto& src_norm = metrics_->representation_norm.Add({{"role", "src"}}, kNormBuckets);
     auto& dst_norm = metrics_->representation_norm.Add({{"role", "dst"}}, kNormBuckets);
     auto& src_ess = metrics_->effective_neighbors.Add({{"role", "src"}}, kCountBuckets);
@@ -182,7 +200,8 @@ Status TemporalLinkService::Score(std::span<const LinkQuery> queries, std::vecto
   return status;
 }
 
-grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext*, const tlp::v1::ScoreRequest* request,
+grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext*,
+                                             const tlp::v1::ScoreRequest* request,
                                              tlp::v1::ScoreResponse* response) {
   const size_t count = request->queries_size();
   if (count == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' is empty"};
@@ -234,7 +253,8 @@ grpc::Status TemporalLinkService::TopK(grpc::ServerContext*, const tlp::v1::TopK
   }
   std::vector<LinkQuery> queries;
   queries.reserve(candidates.size());
-  for (uint64_t candidate : candidates) queries.push_back({request->src(), candidate, request->at()});
+  for (uint64_t candidate : candidates)
+    queries.push_back({request->src(), candidate, request->at()});
   std::vector<LinkScore> scores;
   for (size_t begin = 0; begin < queries.size(); begin += limits_.max_score_pairs) {
     std::vector<LinkScore> part;
@@ -274,7 +294,8 @@ grpc::Status TemporalLinkService::GetNodeState(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext*, const tlp::v1::ModelInfoRequest*,
+grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext*,
+                                               const tlp::v1::ModelInfoRequest*,
                                                tlp::v1::ModelInfoResponse* response) {
   const ModelInfo info = engine_.Info();
   response->set_architecture(info.architecture);

@@ -15,6 +15,7 @@
 extern "C" int pthread_attr_setstacksize(pthread_attr_t* attributes, size_t size) {
   constexpr size_t kMinimumStack = size_t{1} << 20;
   using Function = int (*)(pthread_attr_t*, size_t);
-  static const auto real = reinterpret_cast<Function>(dlsym(RTLD_NEXT, "pthread_attr_setstacksize"));
+  static const auto real =
+      reinterpret_cast<Function>(dlsym(RTLD_NEXT, "pthread_attr_setstacksize"));
   return real(attributes, size < kMinimumStack ? kMinimumStack : size);
 }

@@ -26,8 +26,11 @@ struct TrainSettings {
 };
 
 nlohmann::json FiguresJson(const model::LinkFigures& figures) {
-  return {{"ap", figures.ap}, {"auc", figures.auc}, {"pooled_ap", figures.pooled_ap},
-          {"pooled_auc", figures.pooled_auc}, {"positives", figures.positives}};
+  return {{"ap", figures.ap},
+          {"auc", figures.auc},
+          {"pooled_ap", figures.pooled_ap},
+          {"pooled_auc", figures.pooled_auc},
+          {"positives", figures.positives}};
 }
 
 void PrintReport(const model::EvaluationReport& report) {
@@ -45,9 +48,10 @@ void PrintReport(const model::EvaluationReport& report) {
   std::printf("MRR %.4f over %lld test queries; degree probe R^2 %.4f over %lld nodes\n",
               report.mrr, static_cast<long long>(report.mrr_queries), report.probe_r2,
               static_cast<long long>(report.probe_nodes));
-  std::printf("mean representation norm %.3f, mean effective neighbours %.3f, %.0f scored pairs/s\n",
-              report.mean_representation_norm, report.mean_effective_neighbors,
-              report.scored_pairs_per_second);
+  std::printf(
+      "mean representation norm %.3f, mean effective neighbours %.3f, %.0f scored pairs/s\n",
+      report.mean_representation_norm, report.mean_effective_neighbors,
+      report.scored_pairs_per_second);
 }
 
 nlohmann::json ReportJson(const model::EvaluationReport& report) {
@@ -77,15 +81,17 @@ int LoadData(const std::string& path, uint64_t seed, model::TemporalDataset* dat
     return 1;
   }
   *split = model::SplitChronologically(*dataset, seed);
-  spdlog::info("{}: {} events, {} nodes; train {} / validation {} / test {} events, {} nodes held out",
-               path, dataset->events(), dataset->nodes(), split->train.size(),
-               split->validation.size(), split->test.size(), split->masked_nodes);
+  spdlog::info(
+      "{}: {} events, {} nodes; train {} / validation {} / test {} events, {} nodes held out", path,
+      dataset->events(), dataset->nodes(), split->train.size(), split->validation.size(),
+      split->test.size(), split->masked_nodes);
   return 0;
 }
 
 void AddModelOptions(CLI::App* command, TrainSettings& s) {
   command->add_option("--data", s.data, "Event file (JODIE CSV, SNAP text or tlpd CSV; .gz ok)")
-      ->required()->check(CLI::ExistingFile);
+      ->required()
+      ->check(CLI::ExistingFile);
   command->add_option("--seed", s.options.seed, "Seed for sampling, splits and initialisation");
   command->add_option("--threads", s.threads, "Torch intra-op threads")->check(CLI::PositiveNumber);
   command->add_option("--device", s.device, "cpu or cuda:N (falls back to cpu without a GPU)");
@@ -119,10 +125,13 @@ int RunTrain(TrainSettings& s) {
   }
   spdlog::info("checkpoint {} (fingerprint {})", s.checkpoint, model::ModelFingerprint(model));
   nlohmann::json json = {{"config", nlohmann::json::parse(model::ConfigToJson(s.config))},
-                         {"data", s.data}, {"seed", s.options.seed}};
+                         {"data", s.data},
+                         {"seed", s.options.seed}};
   for (const auto& epoch : history) {
-    json["epochs"].push_back({{"epoch", epoch.epoch}, {"loss", epoch.loss},
-                              {"train_ap", epoch.train_ap}, {"validation_ap", epoch.validation_ap},
+    json["epochs"].push_back({{"epoch", epoch.epoch},
+                              {"loss", epoch.loss},
+                              {"train_ap", epoch.train_ap},
+                              {"validation_ap", epoch.validation_ap},
                               {"seconds", epoch.seconds},
                               {"events_per_second", epoch.events_per_second}});
   }
@@ -149,8 +158,8 @@ int RunEval(TrainSettings& s) {
     return 1;
   }
   if (model->config().edge_feature_dim != dataset.feature_dim) {
-    spdlog::error("checkpoint takes {} edge features, {} has {}",
-                  model->config().edge_feature_dim, s.data, dataset.feature_dim);
+    spdlog::error("checkpoint takes {} edge features, {} has {}", model->config().edge_feature_dim,
+                  s.data, dataset.feature_dim);
     return 1;
   }
   spdlog::info("evaluating {} ({}, fingerprint {})", s.checkpoint, model->config().ToString(),
@@ -178,9 +187,11 @@ void AddTrainCommands(CLI::App& app) {
       ->check(CLI::Range(1.0, 16.0));
   train->add_option("--epochs", t.options.epochs, "Maximum epochs")->check(CLI::PositiveNumber);
   train->add_option("--patience", t.options.patience, "Early-stopping patience (epochs)");
-  train->add_option("--batch-size", t.options.batch_size, "Events per batch")->check(CLI::PositiveNumber);
+  train->add_option("--batch-size", t.options.batch_size, "Events per batch")
+      ->check(CLI::PositiveNumber);
   train->add_option("--learning-rate", t.options.learning_rate, "Adam learning rate");
-  train->add_option("--layers", t.config.layers, "Attention layers (1 or 2)")->check(CLI::Range(1, 2));
+  train->add_option("--layers", t.config.layers, "Attention layers (1 or 2)")
+      ->check(CLI::Range(1, 2));
   train->add_option("--neighbors", t.config.neighbors, "Temporal neighbours per node (k)");
   train->add_option("--heads", t.config.heads, "Attention heads");
   train->add_option("--memory-dim", t.config.memory_dim, "Node memory width");
@@ -190,7 +201,8 @@ void AddTrainCommands(CLI::App& app) {
   train->add_flag("!--no-eval", t.evaluate, "Skip the test evaluation after training");
   train->callback([] { std::exit(RunTrain(train_settings)); });
 
-  CLI::App* eval = app.add_subcommand("eval", "Evaluate a checkpoint on an event file's test period");
+  CLI::App* eval =
+      app.add_subcommand("eval", "Evaluate a checkpoint on an event file's test period");
   AddModelOptions(eval, eval_settings);
   eval->add_option("--checkpoint", eval_settings.checkpoint, "Checkpoint to evaluate")
       ->check(CLI::ExistingFile);

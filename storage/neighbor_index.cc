@@ -69,7 +69,8 @@ void NeighborIndex::AddDirected(uint64_t node, uint64_t neighbor, double ts, uin
     ++count;
   }
   row[position] = {neighbor, ts, sequence};
-  if (feature_dim_ > 0) std::copy(features.begin(), features.end(), feature_row + position * feature_dim_);
+  if (feature_dim_ > 0)
+    std::copy(features.begin(), features.end(), feature_row + position * feature_dim_);
 }
 
 Status NeighborIndex::Rebuild() {
@@ -129,7 +130,8 @@ bool NeighborIndex::FromCache(uint64_t node, double before, size_t k, size_t row
   for (size_t i = 0; i < taken; ++i) target[i] = *(end - 1 - i);
   out->counts[row] = static_cast<uint32_t>(taken);
   if (feature_dim_ > 0) {
-    const float* source = features_.data() + static_cast<size_t>(slot) * cached_per_node_ * feature_dim_;
+    const float* source =
+        features_.data() + static_cast<size_t>(slot) * cached_per_node_ * feature_dim_;
     for (size_t i = 0; i < taken; ++i) {
       const size_t index = (end - entries) - 1 - i;
       std::copy_n(source + index * feature_dim_, feature_dim_,

@@ -79,7 +79,8 @@ Status TemporalStore::Open(const std::string& path, const StoreOptions& options,
     if (error) return Status::IoError("cannot create '" + path + "': " + error.message());
     db_options.create_if_missing = true;
     db_options.create_missing_column_families = true;
-    descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(db_options));
+    descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName,
+                             rocksdb::ColumnFamilyOptions(db_options));
     for (const char* name : kFamilies) {
       descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions(db_options));
     }
@@ -99,8 +100,9 @@ Status TemporalStore::Open(const std::string& path, const StoreOptions& options,
     }
   }
   rocksdb::DB* db = nullptr;
-  Status status = FromRocks(rocksdb::DB::Open(db_options, path, descriptors, &result->handles_, &db),
-                            "cannot open store '" + path + "'");
+  Status status =
+      FromRocks(rocksdb::DB::Open(db_options, path, descriptors, &result->handles_, &db),
+                "cannot open store '" + path + "'");
   if (!status.ok()) return status;
   result->db_.reset(db);
   for (size_t i = 0; i < descriptors.size(); ++i) {
@@ -192,7 +194,8 @@ Status TemporalStore::Validate(const EventBatch& batch) const {
     newest = std::max(newest, ts);
     for (float value : batch.FeaturesOf(i)) {
       if (!std::isfinite(value)) {
-        return Status::InvalidArgument(EventPrefix(i) + "field 'features' holds a non-finite value");
+        return Status::InvalidArgument(EventPrefix(i) +
+                                       "field 'features' holds a non-finite value");
       }
     }
     if (batch.EventIdOf(i).size() > kMaxEventIdBytes) {
@@ -330,7 +333,8 @@ Status DecodeNodeState(uint64_t node, std::string_view value, NodeState* state) 
 
 Status TemporalStore::GetNodeState(uint64_t node, NodeState* state, bool* found) const {
   std::string value;
-  const rocksdb::Status rocks = db_->Get(rocksdb::ReadOptions(), node_state_, EncodeU64(node), &value);
+  const rocksdb::Status rocks =
+      db_->Get(rocksdb::ReadOptions(), node_state_, EncodeU64(node), &value);
   *found = rocks.ok();
   if (rocks.IsNotFound()) return Status::Ok();
   if (!rocks.ok()) return FromRocks(rocks, "node state lookup failed");
@@ -341,8 +345,9 @@ Status TemporalStore::ForEachNodeState(const std::function<Status(const NodeStat
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), node_state_));
   NodeState state;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    Status status = DecodeNodeState(GetBigEndian64(it->key().data()),
-                                    std::string_view(it->value().data(), it->value().size()), &state);
+    Status status =
+        DecodeNodeState(GetBigEndian64(it->key().data()),
+                        std::string_view(it->value().data(), it->value().size()), &state);
     if (!status.ok()) return status;
     status = visit(state);
     if (!status.ok()) return status;
@@ -362,8 +367,8 @@ Status TemporalStore::ReplayAfter(
   uint64_t first_sequence = 0;
   for (it->Seek(SequenceKey(after + 1).view()); it->Valid(); it->Next()) {
     DecodedEvent event;
-    Status status = DecodeEvent(std::string_view(it->value().data(), it->value().size()),
-                                &features, &event);
+    Status status =
+        DecodeEvent(std::string_view(it->value().data(), it->value().size()), &features, &event);
     if (!status.ok()) return status;
     if (batch.empty()) first_sequence = GetBigEndian64(it->key().data());
     batch.Add(event.src, event.dst, event.ts, event.features, event.event_id);
@@ -384,7 +389,8 @@ Status TemporalStore::Checkpoint(const std::string& directory) const {
                             "cannot create checkpoint object");
   if (!status.ok()) return status;
   std::unique_ptr<rocksdb::Checkpoint> owner(checkpoint);
-  return FromRocks(checkpoint->CreateCheckpoint(directory), "checkpoint to '" + directory + "' failed");
+  return FromRocks(checkpoint->CreateCheckpoint(directory),
+                   "checkpoint to '" + directory + "' failed");
 }
 
 uint64_t TemporalStore::last_sequence() const { return last_sequence_.load(); }
@@ -396,11 +402,13 @@ StoreStats TemporalStore::Stats() const {
   stats.nodes = neighbors_->node_count();
   for (rocksdb::ColumnFamilyHandle* handle : handles_) {
     uint64_t value = 0;
-    if (db_->GetIntProperty(handle, "rocksdb.live-sst-files-size", &value)) stats.live_sst_bytes += value;
+    if (db_->GetIntProperty(handle, "rocksdb.live-sst-files-size", &value))
+      stats.live_sst_bytes += value;
     if (db_->GetIntProperty(handle, "rocksdb.estimate-pending-compaction-bytes", &value)) {
       stats.pending_compaction_bytes += value;
     }
-    if (db_->GetIntProperty(handle, "rocksdb.cur-size-all-mem-tables", &value)) stats.memtable_bytes += value;
+    if (db_->GetIntProperty(handle, "rocksdb.cur-size-all-mem-tables", &value))
+      stats.memtable_bytes += value;
   }
   return stats;
 }

@@ -97,9 +97,9 @@ class TemporalStore {
 
   // Visits the events with sequence > after, in order, in batches of up to `batch_size`;
   // `first_sequence` is the sequence of batch.src[0].
-  Status ReplayAfter(uint64_t after, size_t batch_size,
-                     const std::function<Status(const EventBatch& batch, uint64_t first_sequence)>&
-                         visit) const;
+  Status ReplayAfter(
+      uint64_t after, size_t batch_size,
+      const std::function<Status(const EventBatch& batch, uint64_t first_sequence)>& visit) const;
 
   // A consistent copy of the whole store in `directory` (must not exist), openable as a store.
   Status Checkpoint(const std::string& directory) const;

@@ -57,7 +57,8 @@ TEST(EventReader, GarbageLineIsAnErrorWithItsLineNumber) {
   EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(status.message().find(":3:"), std::string::npos) << status.message();
   EXPECT_NE(status.message().find("'dst'"), std::string::npos) << status.message();
-  const Status truncated = EventReader::ReadAll(TempFile("tlp_short.csv", "src dst time\n1 2\n"), &batch);
+  const Status truncated =
+      EventReader::ReadAll(TempFile("tlp_short.csv", "src dst time\n1 2\n"), &batch);
   EXPECT_NE(truncated.message().find("expected 3 fields"), std::string::npos);
   EXPECT_EQ(EventReader::ReadAll(TempFile("tlp_hdr.csv", "a,b\n"), &batch).code(),
             Status::Code::kInvalidArgument);

@@ -17,7 +17,8 @@ TEST(MassAwareAggregate, PEqualsOneIsSoftmaxAttention) {
   const torch::Tensor scores = torch::randn({4, 2, 7});
   const torch::Tensor values = torch::randn({4, 2, 7, 5});
   const auto result = MassAwareAggregate(scores, values, AllValid(4, 7), 1.0);
-  const torch::Tensor expected = torch::matmul(torch::softmax(scores, -1).unsqueeze(-2), values).squeeze(-2);
+  const torch::Tensor expected =
+      torch::matmul(torch::softmax(scores, -1).unsqueeze(-2), values).squeeze(-2);
   EXPECT_TRUE(torch::allclose(result.output, expected, 1e-6, 1e-6));
   EXPECT_TRUE(torch::allclose(result.metrics.attention_mass, torch::ones({4}), 1e-6, 1e-6));
 }
@@ -34,7 +35,8 @@ TEST(MassAwareAggregate, RepeatedNeighbourScalesNormByNToOneMinusOneOverP) {
       EXPECT_NEAR(result.output.norm().item<double>(), expected, 1e-4 * expected)
           << "p=" << p << " n=" << n;
       EXPECT_NEAR(result.metrics.effective_neighbors.item<double>(), static_cast<double>(n), 1e-4);
-      EXPECT_NEAR(result.metrics.attention_entropy.item<double>(), std::log(static_cast<double>(n)), 1e-4);
+      EXPECT_NEAR(result.metrics.attention_entropy.item<double>(), std::log(static_cast<double>(n)),
+                  1e-4);
     }
   }
 }
@@ -49,8 +51,9 @@ TEST(MassAwareAggregate, ShiftInvariantForEveryP) {
     EXPECT_TRUE(torch::allclose(base.output, shifted.output, 1e-5, 1e-5)) << "p=" << p;
     // And it equals the unshifted closed form sum e^s v / (sum e^{p s})^(1/p).
     const torch::Tensor e = torch::exp(scores.to(torch::kFloat64));
-    const torch::Tensor closed = torch::matmul(e.unsqueeze(-2), values.to(torch::kFloat64)).squeeze(-2) /
-                                 e.pow(p).sum(-1, true).pow(1.0 / p);
+    const torch::Tensor closed =
+        torch::matmul(e.unsqueeze(-2), values.to(torch::kFloat64)).squeeze(-2) /
+        e.pow(p).sum(-1, true).pow(1.0 / p);
     EXPECT_TRUE(torch::allclose(base.output.to(torch::kFloat64), closed, 1e-5, 1e-5)) << "p=" << p;
   }
 }
@@ -69,8 +72,9 @@ TEST(MassAwareAggregate, MaskedSlotsHaveNoEffect) {
   const auto changed = MassAwareAggregate(other_scores, other_values, valid, 2.0);
   EXPECT_TRUE(torch::allclose(masked.output, changed.output));
   // And equals attention over the valid prefix alone.
-  const auto prefix = MassAwareAggregate(scores.narrow(2, 0, 2).narrow(0, 0, 1),
-                                         values.narrow(2, 0, 2).narrow(0, 0, 1), AllValid(1, 2), 2.0);
+  const auto prefix =
+      MassAwareAggregate(scores.narrow(2, 0, 2).narrow(0, 0, 1),
+                         values.narrow(2, 0, 2).narrow(0, 0, 1), AllValid(1, 2), 2.0);
   EXPECT_TRUE(torch::allclose(masked.output.narrow(0, 0, 1), prefix.output, 1e-6, 1e-6));
   EXPECT_EQ(masked.metrics.neighbors_used[0].item<int64_t>(), 2);
   EXPECT_EQ(masked.metrics.neighbors_used[1].item<int64_t>(), 3);
@@ -117,10 +121,12 @@ TEST(MassAwareAggregate, GradientsAreFiniteAndMatchFiniteDifferences) {
         plus[i] += step;
         minus[i] -= step;
         const bool is_scores = input == &scores;
-        const double f_plus = is_scores ? objective(plus.view(scores.sizes()), values.detach()).item<double>()
-                                        : objective(scores.detach(), plus.view(values.sizes())).item<double>();
-        const double f_minus = is_scores ? objective(minus.view(scores.sizes()), values.detach()).item<double>()
-                                         : objective(scores.detach(), minus.view(values.sizes())).item<double>();
+        const double f_plus =
+            is_scores ? objective(plus.view(scores.sizes()), values.detach()).item<double>()
+                      : objective(scores.detach(), plus.view(values.sizes())).item<double>();
+        const double f_minus =
+            is_scores ? objective(minus.view(scores.sizes()), values.detach()).item<double>()
+                      : objective(scores.detach(), minus.view(values.sizes())).item<double>();
         EXPECT_NEAR((f_plus - f_minus) / (2 * step), analytic[i].item<double>(), 1e-6)
             << "p=" << p << (is_scores ? " score " : " value ") << i;
       }
@@ -145,9 +151,9 @@ TEST(MassAwareAttention, MultiHeadModuleReportsMetricsPerQuery) {
   EXPECT_EQ(out.metrics.neighbors_used[1].item<int64_t>(), 0);
   EXPECT_GT(out.metrics.attention_mass[0].item<float>(), 1.0f);  // p = 2, 3 neighbours
   EXPECT_LE(out.metrics.attention_mass[0].item<float>(), std::sqrt(3.0f) + 1e-5f);
-  EXPECT_THROW(MassAwareAggregate(torch::zeros({1, 1, 1}), torch::zeros({1, 1, 1, 1}),
-                                  AllValid(1, 1), 0.5),
-               std::invalid_argument);
+  EXPECT_THROW(
+      MassAwareAggregate(torch::zeros({1, 1, 1}), torch::zeros({1, 1, 1, 1}), AllValid(1, 1), 0.5),
+      std::invalid_argument);
 }
 
 }  // namespace

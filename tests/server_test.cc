@@ -2,8 +2,8 @@
 // Prometheus scrape of /metrics, in a binary that links LibTorch (which is what breaks
 // civetweb's small thread stacks without the fix in server/thread_stack.cc).
 #include <arpa/inet.h>
-#include <grpcpp/grpcpp.h>
 #include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -107,7 +107,8 @@ TEST_F(DaemonTest, HealthServiceAnswersServing) {
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(response.Dump(&slices).ok());
   std::string bytes;
-  for (const auto& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  for (const auto& slice : slices)
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
   // HealthCheckResponse{status: SERVING (1)} encodes as field 1 varint 1: 0x08 0x01.
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));
   queue.Shutdown();

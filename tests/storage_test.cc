@@ -67,11 +67,15 @@ TEST_F(StoreTest, AppendsAndReadsBackAcrossReopen) {
   EXPECT_EQ(recent[1].node, 2u);
   EXPECT_EQ(store->neighbors().Degree(3), 2u);
   std::vector<uint64_t> replayed;
-  ASSERT_TRUE(store->ReplayAfter(1, 10, [&](const EventBatch& events, uint64_t first) {
-                  EXPECT_EQ(first, 2u);
-                  replayed.insert(replayed.end(), events.src.begin(), events.src.end());
-                  return Status::Ok();
-                }).ok());
+  ASSERT_TRUE(store
+                  ->ReplayAfter(1, 10,
+                                [&](const EventBatch& events, uint64_t first) {
+                                  EXPECT_EQ(first, 2u);
+                                  replayed.insert(replayed.end(), events.src.begin(),
+                                                  events.src.end());
+                                  return Status::Ok();
+                                })
+                  .ok());
   EXPECT_EQ(replayed, (std::vector<uint64_t>{2, 1}));
 }
 
@@ -168,8 +172,10 @@ TEST_F(StoreTest, RecentNeighboursMatchBruteForce) {
       std::vector<Neighbor> expected;
       for (const Stored& e : all) {
         if (e.ts >= before) continue;
-        if (e.src == node) expected.push_back({e.dst, e.ts, e.sequence});
-        else if (e.dst == node) expected.push_back({e.src, e.ts, e.sequence});
+        if (e.src == node)
+          expected.push_back({e.dst, e.ts, e.sequence});
+        else if (e.dst == node)
+          expected.push_back({e.src, e.ts, e.sequence});
       }
       std::sort(expected.begin(), expected.end(), [](const Neighbor& a, const Neighbor& b) {
         return std::tie(a.ts, a.sequence) > std::tie(b.ts, b.sequence);
@@ -209,7 +215,12 @@ TEST_F(StoreTest, NodeStatesAndWatermarkSurviveReopen) {
   ASSERT_TRUE(store->GetNodeState(8, &state, &found).ok());
   EXPECT_FALSE(found);
   int visited = 0;
-  ASSERT_TRUE(store->ForEachNodeState([&](const NodeState&) { ++visited; return Status::Ok(); }).ok());
+  ASSERT_TRUE(store
+                  ->ForEachNodeState([&](const NodeState&) {
+                    ++visited;
+                    return Status::Ok();
+                  })
+                  .ok());
   EXPECT_EQ(visited, 2);
 }
 
@@ -239,7 +250,8 @@ TEST_F(StoreTest, WrongSchemaVersionAndMissingFamilyAreClearErrors) {
       families.emplace_back(name, rocksdb::ColumnFamilyOptions());
     }
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir_.string(), families, &handles, &raw).ok());
+    ASSERT_TRUE(
+        rocksdb::DB::Open(rocksdb::DBOptions(), dir_.string(), families, &handles, &raw).ok());
     std::string version(8, '\0');
     PutBigEndian64(99, version.data());
     ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), handles[5], "schema_version", version).ok());
@@ -261,7 +273,8 @@ TEST_F(StoreTest, WrongSchemaVersionAndMissingFamilyAreClearErrors) {
       families.emplace_back(name, rocksdb::ColumnFamilyOptions());
     }
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir_.string(), families, &handles, &raw).ok());
+    ASSERT_TRUE(
+        rocksdb::DB::Open(rocksdb::DBOptions(), dir_.string(), families, &handles, &raw).ok());
     std::string version(8, '\0');
     PutBigEndian64(99, version.data());
     ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), handles[5], "schema_version", version).ok());
@@ -323,13 +336,17 @@ TEST_F(StoreTest, SigkillMidStreamLosesNoAcknowledgedEvent) {
   EXPECT_EQ(stored % kBatch, 0u) << "a batch was partially stored";
   std::set<uint64_t> sources_seen;
   uint64_t replayed = 0;
-  ASSERT_TRUE(store->ReplayAfter(0, 1000, [&](const EventBatch& events, uint64_t first) {
-                  for (size_t i = 0; i < events.size(); ++i) {
-                    EXPECT_EQ(events.EventIdOf(i), "e" + std::to_string(first - 1 + i));
-                  }
-                  replayed += events.size();
-                  return Status::Ok();
-                }).ok());
+  ASSERT_TRUE(store
+                  ->ReplayAfter(0, 1000,
+                                [&](const EventBatch& events, uint64_t first) {
+                                  for (size_t i = 0; i < events.size(); ++i) {
+                                    EXPECT_EQ(events.EventIdOf(i),
+                                              "e" + std::to_string(first - 1 + i));
+                                  }
+                                  replayed += events.size();
+                                  return Status::Ok();
+                                })
+                  .ok());
   EXPECT_EQ(replayed, stored);
   EventBatch resend;
   for (uint64_t n = 0; n < stored; ++n) {

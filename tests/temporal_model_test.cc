@@ -99,11 +99,14 @@ TEST(TemporalLinkModel, MemoryStateSavesAndRestores) {
   torch::manual_seed(8);
   TemporalLinkModel model(SmallConfig("tgn", 1, 0));
   model->EnsureNodes(3);
-  model->ApplyEvents(std::vector<int64_t>{0}, std::vector<int64_t>{1}, std::vector<double>{1.0}, {});
-  model->ApplyEvents(std::vector<int64_t>{1}, std::vector<int64_t>{2}, std::vector<double>{2.0}, {});
+  model->ApplyEvents(std::vector<int64_t>{0}, std::vector<int64_t>{1}, std::vector<double>{1.0},
+                     {});
+  model->ApplyEvents(std::vector<int64_t>{1}, std::vector<int64_t>{2}, std::vector<double>{2.0},
+                     {});
   const auto saved = model->SaveMemory();
   const torch::Tensor expected = model->MemoryOf(std::vector<int64_t>{0, 1, 2});
-  model->ApplyEvents(std::vector<int64_t>{2}, std::vector<int64_t>{0}, std::vector<double>{3.0}, {});
+  model->ApplyEvents(std::vector<int64_t>{2}, std::vector<int64_t>{0}, std::vector<double>{3.0},
+                     {});
   model->RestoreMemory(saved);
   EXPECT_TRUE(torch::allclose(model->MemoryOf(std::vector<int64_t>{0, 1, 2}), expected));
 }
