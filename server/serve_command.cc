@@ -34,13 +34,9 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
                                  error.what());
     }
   }
-  Status status = Engine::Open(options.engine, &result->engine_);
-  if (!status.ok()) return status;
-
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  result->impl_->service =
-      std::make_unique<TemporalLinkService>(*result->engine_, result->metrics_.get());
+  result->impl_->service = std::make_unique<TemporalLinkService>(result->metrics_.get());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &result->port_);
   builder.RegisterService(result->impl_->service.get());
@@ -49,6 +45,18 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
   if (!result->impl_->server || result->port_ == 0) {
     return Status::Unavailable("cannot listen on " + options.listen);
   }
+  result->impl_->server->GetHealthCheckService()->SetServingStatus(false);
+  spdlog::info("listening on {} (port {}); recovering before serving", options.listen,
+               result->port_);
+
+  Status status = Engine::Open(options.engine, &result->engine_);
+  if (!status.ok()) return status;
+  Metrics* metrics = result->metrics_.get();
+  result->batcher_ =
+      std::make_unique<ScoreBatcher>(*result->engine_, options.batcher, [metrics](size_t pairs) {
+        if (metrics) metrics->score_batch_size.Observe(static_cast<double>(pairs));
+      });
+  result->impl_->service->SetReady(*result->engine_, *result->batcher_);
   result->impl_->server->GetHealthCheckService()->SetServingStatus(true);
   if (result->metrics_) {
     Daemon* self = result.get();
@@ -79,6 +87,8 @@ void Daemon::Shutdown(double grace_seconds) {
     impl_->server->Wait();
   }
   if (impl_->stats_thread.joinable()) impl_->stats_thread.join();
+  batcher_.reset();
+  engine_.reset();
 }
 
 void AddServeCommand(CLI::App& app) {

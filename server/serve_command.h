@@ -7,6 +7,7 @@
 
 #include "server/engine.h"
 #include "server/metrics.h"
+#include "server/score_batcher.h"
 
 namespace grpc {
 class Server;
@@ -18,11 +19,15 @@ struct ServeOptions {
   EngineOptions engine;
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen = "127.0.0.1:9464";  // empty = no metrics endpoint
+  ScoreBatcherOptions batcher;
 };
 
-// A running daemon: engine, gRPC server (tlp.v1 + health + reflection) and metrics.
+// A running daemon: engine, gRPC server (tlp.v1 + health + reflection) and metrics. The gRPC
+// server starts first with health NOT_SERVING and tlp.v1 answering UNAVAILABLE; it turns
+// SERVING once the store is open and the log is replayed into node memory.
 class Daemon {
  public:
+  // Returns once serving (or on failure).
   static Status Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemon);
   ~Daemon();
   // Stops accepting, lets in-flight calls finish (up to `grace_seconds`), closes the store.
@@ -32,8 +37,9 @@ class Daemon {
 
  private:
   class Impl;
-  std::unique_ptr<Engine> engine_;
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ScoreBatcher> batcher_;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
 };

@@ -86,14 +86,38 @@ grpc::Status ToGrpc(const Status& status) {
   return {grpc::StatusCode::UNKNOWN, status.message()};
 }
 
-TemporalLinkService::TemporalLinkService(Engine& engine, Metrics* metrics, ServiceLimits limits)
-    : engine_(engine), metrics_(metrics), limits_(limits) {}
+namespace {
 
-Status TemporalLinkService::IngestOne(const EventBatch& batch, size_t first_index,
+const grpc::Status kRecovering(grpc::StatusCode::UNAVAILABLE,
+                               "tlpd is recovering (replaying its event log); retry shortly");
+
+// Counts a call in flight for as long as it lives.
+class InflightGuard {
+ public:
+  explicit InflightGuard(std::atomic<size_t>& counter) : counter_(counter) { count_ = ++counter_; }
+  ~InflightGuard() { --counter_; }
+  size_t count() const { return count_; }
+
+ private:
+  std::atomic<size_t>& counter_;
+  size_t count_;
+};
+
+}  // namespace
+
+TemporalLinkService::TemporalLinkService(Metrics* metrics, ServiceLimits limits)
+    : metrics_(metrics), limits_(limits) {}
+
+void TemporalLinkService::SetReady(Engine& engine, ScoreBatcher& batcher) {
+  batcher_.store(&batcher, std::memory_order_release);
+  engine_.store(&engine, std::memory_order_release);
+}
+
+Status TemporalLinkService::IngestOne(Engine& engine, const EventBatch& batch, size_t first_index,
                                       tlp::v1::IngestSummary* summary) {
   const auto start = Clock::now();
   storage::AppendResult result;
-  Status status = engine_.Ingest(batch, &result);
+  Status status = engine.Ingest(batch, &result);
   if (!status.ok()) {
     if (metrics_)
       metrics_->ingest_events.Add({{"result", "rejected"}})
@@ -108,7 +132,7 @@ Status TemporalLinkService::IngestOne(const EventBatch& batch, size_t first_inde
   }
   summary->set_accepted(summary->accepted() + result.accepted);
   summary->set_duplicates(summary->duplicates() + result.duplicates);
-  summary->set_last_sequence(engine_.store().last_sequence());
+  summary->set_last_sequence(engine.store().last_sequence());
   if (metrics_) {
     metrics_->ingest_events.Add({{"result", "accepted"}})
         .Increment(static_cast<double>(result.accepted));
@@ -123,6 +147,13 @@ Status TemporalLinkService::IngestOne(const EventBatch& batch, size_t first_inde
 grpc::Status TemporalLinkService::IngestBatch(grpc::ServerContext*,
                                               const tlp::v1::IngestBatchRequest* request,
                                               tlp::v1::IngestSummary* summary) {
+  Engine* engine = Ready();
+  if (engine == nullptr) return kRecovering;
+  InflightGuard inflight(inflight_ingest_);
+  if (inflight.count() > limits_.max_inflight_ingest) {
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+            "too many concurrent ingest calls; retry after a short backoff"};
+  }
   if (request->events_size() == 0) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "field 'events' is empty"};
   }
@@ -132,7 +163,7 @@ grpc::Status TemporalLinkService::IngestBatch(grpc::ServerContext*,
                 std::to_string(limits_.max_batch_events) + " per batch"};
   }
   EventBatch batch;
-  batch.feature_dim = engine_.store().feature_dim();
+  batch.feature_dim = engine->store().feature_dim();
   for (int i = 0; i < request->events_size(); ++i) {
     Status status = AddEvent(request->events(i), i, &batch);
     if (!status.ok()) {
@@ -140,14 +171,21 @@ grpc::Status TemporalLinkService::IngestBatch(grpc::ServerContext*,
       return ToGrpc(status);
     }
   }
-  return ToGrpc(IngestOne(batch, 0, summary));
+  return ToGrpc(IngestOne(*engine, batch, 0, summary));
 }
 
 grpc::Status TemporalLinkService::IngestEvents(grpc::ServerContext*,
                                                grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
                                                tlp::v1::IngestSummary* summary) {
+  Engine* engine = Ready();
+  if (engine == nullptr) return kRecovering;
+  InflightGuard inflight(inflight_ingest_);
+  if (inflight.count() > limits_.max_inflight_ingest) {
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+            "too many concurrent ingest calls; retry after a short backoff"};
+  }
   EventBatch batch;
-  batch.feature_dim = engine_.store().feature_dim();
+  batch.feature_dim = engine->store().feature_dim();
   tlp::v1::EdgeEvent event;
   size_t index = 0, batch_start = 0;
   while (reader->Read(&event)) {
@@ -155,29 +193,29 @@ grpc::Status TemporalLinkService::IngestEvents(grpc::ServerContext*,
     if (!status.ok()) {
       // Events before this one in the open batch are still made durable: nothing already
       // received and valid is dropped.
-      Status flushed = batch.empty() ? Status::Ok() : IngestOne(batch, batch_start, summary);
+      Status flushed =
+          batch.empty() ? Status::Ok() : IngestOne(*engine, batch, batch_start, summary);
       summary->set_rejected(summary->rejected() + 1);
       return ToGrpc(flushed.ok() ? status : flushed);
     }
     ++index;
     if (batch.size() >= limits_.stream_batch_events) {
-      status = IngestOne(batch, batch_start, summary);
+      status = IngestOne(*engine, batch, batch_start, summary);
       if (!status.ok()) return ToGrpc(status);
       batch.Clear();
       batch_start = index;
     }
   }
-  if (!batch.empty()) return ToGrpc(IngestOne(batch, batch_start, summary));
+  if (!batch.empty()) return ToGrpc(IngestOne(*engine, batch, batch_start, summary));
   return grpc::Status::OK;
 }
 
 Status TemporalLinkService::Score(std::span<const LinkQuery> queries,
                                   std::vector<LinkScore>* scores) {
   const auto start = Clock::now();
-  Status status = engine_.Score(queries, scores);
+  Status status = batcher_.load(std::memory_order_acquire)->Score(queries, scores);
   if (status.ok() && metrics_) {
     metrics_->score_latency.Observe(SecondsSince(start));
-    metrics_->score_batch_size.Observe(static_cast<double>(queries.size()));
     static const prometheus::Histogram::BucketBoundaries kNormBuckets = {0.5, 1,  2,  4,
                                                                          8,   16, 32, 64};
     static const prometheus::Histogram::BucketBoundaries kCountBuckets = {0.5, 1,  2,  3, 5,
@@ -203,6 +241,7 @@ Status TemporalLinkService::Score(std::span<const LinkQuery> queries,
 grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext*,
                                              const tlp::v1::ScoreRequest* request,
                                              tlp::v1::ScoreResponse* response) {
+  if (Ready() == nullptr) return kRecovering;
   const size_t count = request->queries_size();
   if (count == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' is empty"};
   if (count > limits_.max_score_pairs) {
@@ -228,6 +267,8 @@ grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext*,
 
 grpc::Status TemporalLinkService::TopK(grpc::ServerContext*, const tlp::v1::TopKRequest* request,
                                        tlp::v1::TopKResponse* response) {
+  Engine* engine = Ready();
+  if (engine == nullptr) return kRecovering;
   if (request->k() < 1 || request->k() > limits_.max_k) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "field 'k' must be in 1.." + std::to_string(limits_.max_k)};
@@ -240,10 +281,10 @@ grpc::Status TemporalLinkService::TopK(grpc::ServerContext*, const tlp::v1::TopK
     return {grpc::StatusCode::INVALID_ARGUMENT, "field 'at' must be finite and >= 0"};
   }
   std::vector<uint64_t> candidates(request->candidates().begin(), request->candidates().end());
-  if (candidates.empty()) candidates = engine_.KnownDestinations();
+  if (candidates.empty()) candidates = engine->KnownDestinations();
   if (request->exclude_seen()) {
     std::vector<storage::Neighbor> history;
-    Status status = engine_.store().neighbors().Recent(
+    Status status = engine->store().neighbors().Recent(
         request->src(), request->at() > 0 ? request->at() : INFINITY,
         std::numeric_limits<uint32_t>::max() / 2, &history);
     if (!status.ok()) return ToGrpc(status);
@@ -274,11 +315,13 @@ grpc::Status TemporalLinkService::TopK(grpc::ServerContext*, const tlp::v1::TopK
 grpc::Status TemporalLinkService::GetNodeState(grpc::ServerContext*,
                                                const tlp::v1::NodeStateRequest* request,
                                                tlp::v1::NodeStateResponse* response) {
+  Engine* engine = Ready();
+  if (engine == nullptr) return kRecovering;
   if (request->recent_neighbors() > 1000) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "field 'recent_neighbors' must be at most 1000"};
   }
   NodeInfo info;
-  Status status = engine_.GetNode(request->node(), request->recent_neighbors(), &info);
+  Status status = engine->GetNode(request->node(), request->recent_neighbors(), &info);
   if (!status.ok()) return ToGrpc(status);
   response->set_node(request->node());
   response->set_known(info.known);
@@ -297,7 +340,9 @@ grpc::Status TemporalLinkService::GetNodeState(grpc::ServerContext*,
 grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext*,
                                                const tlp::v1::ModelInfoRequest*,
                                                tlp::v1::ModelInfoResponse* response) {
-  const ModelInfo info = engine_.Info();
+  Engine* engine = Ready();
+  if (engine == nullptr) return kRecovering;
+  const ModelInfo info = engine->Info();
   response->set_architecture(info.architecture);
   response->set_attention_p(info.attention_p);
   response->set_fingerprint(info.fingerprint);

@@ -4,8 +4,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+
 #include "server/engine.h"
 #include "server/metrics.h"
+#include "server/score_batcher.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
 namespace tlp::server {
@@ -16,13 +19,17 @@ struct ServiceLimits {
   size_t max_candidates = 100000;
   uint32_t max_k = 1000;
   size_t stream_batch_events = 1000;  // IngestEvents: events per durable append
+  size_t max_inflight_ingest = 64;    // concurrent ingest calls; beyond: RESOURCE_EXHAUSTED
 };
 
 grpc::Status ToGrpc(const Status& status);
 
+// Until SetReady() every call answers UNAVAILABLE (the daemon is replaying its log), so the
+// gRPC server and its health service can start first.
 class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Service {
  public:
-  TemporalLinkService(Engine& engine, Metrics* metrics, ServiceLimits limits = {});
+  explicit TemporalLinkService(Metrics* metrics, ServiceLimits limits = {});
+  void SetReady(Engine& engine, ScoreBatcher& batcher);
 
   grpc::Status IngestEvents(grpc::ServerContext* context,
                             grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
@@ -40,12 +47,17 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
 
  private:
   // Appends `batch` and adds its counts to `summary`; `first_index` offsets error messages.
-  Status IngestOne(const EventBatch& batch, size_t first_index, tlp::v1::IngestSummary* summary);
+  Status IngestOne(Engine& engine, const EventBatch& batch, size_t first_index,
+                   tlp::v1::IngestSummary* summary);
   Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores);
+  // The engine once ready, else null.
+  Engine* Ready() const { return engine_.load(std::memory_order_acquire); }
 
-  Engine& engine_;
+  std::atomic<Engine*> engine_{nullptr};
+  std::atomic<ScoreBatcher*> batcher_{nullptr};
   Metrics* metrics_;  // may be null (tests)
   ServiceLimits limits_;
+  std::atomic<size_t> inflight_ingest_{0};
 };
 
 }  // namespace tlp::server
