@@ -166,7 +166,8 @@ Status TemporalStore::Initialize() {
   return neighbors_->Rebuild();
 }
 
-Status TemporalStore::Validate(const EventBatch& batch) const {
+Status TemporalStore::Validate(const EventBatch& batch,
+                               const std::vector<uint8_t>* skip_lateness) const {
   const double oldest_allowed = max_ts_.load() - options_.lateness_seconds;
   double newest = max_ts_.load();
   if (batch.feature_dim != feature_dim_ && !batch.empty()) {
@@ -185,13 +186,14 @@ Status TemporalStore::Validate(const EventBatch& batch) const {
                                      std::to_string(ts));
     }
     // Lateness is measured against the newest ts including earlier events of this batch.
-    if (ts < std::max(oldest_allowed, newest - options_.lateness_seconds)) {
+    const bool exempt = skip_lateness != nullptr && (*skip_lateness)[i];
+    if (!exempt && ts < std::max(oldest_allowed, newest - options_.lateness_seconds)) {
       return Status::OutOfRange(EventPrefix(i) + "field 'ts' = " + std::to_string(ts) +
                                 " is older than the lateness window (newest ts " +
                                 std::to_string(newest) + ", window " +
                                 std::to_string(options_.lateness_seconds) + " s)");
     }
-    newest = std::max(newest, ts);
+    if (!exempt) newest = std::max(newest, ts);
     for (float value : batch.FeaturesOf(i)) {
       if (!std::isfinite(value)) {
         return Status::InvalidArgument(EventPrefix(i) +
@@ -212,9 +214,11 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result) {
   result->duplicate.assign(batch.size(), 0);
   result->accepted = 0;
   result->duplicates = 0;
-  Status status = Validate(batch);
-  if (!status.ok()) return status;
-  if (batch.empty()) return Status::Ok();
+  if (batch.empty()) return Validate(batch);
+  if (batch.features.size() != batch.size() * batch.feature_dim ||
+      (!batch.event_ids.empty() && batch.event_ids.size() != batch.size())) {
+    return Status::Internal("malformed EventBatch (column sizes differ)");
+  }
 
   // Duplicates: ids already stored (one MultiGet), then repeats inside this batch.
   if (!batch.event_ids.empty()) {
@@ -243,6 +247,9 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result) {
       }
     }
   }
+
+  Status status = Validate(batch, &result->duplicate);
+  if (!status.ok()) return status;
 
   rocksdb::WriteBatch write;
   uint64_t sequence = last_sequence_.load();

@@ -81,8 +81,9 @@ class TemporalStore {
   TemporalStore& operator=(const TemporalStore&) = delete;
 
   // Checks a batch without writing: INVALID_ARGUMENT / OUT_OF_RANGE naming the event index and
-  // field of the first bad event.
-  Status Validate(const EventBatch& batch) const;
+  // field of the first bad event. Events flagged in `skip_lateness` (re-sent duplicates, which
+  // are acknowledged however old) are exempt from the lateness window.
+  Status Validate(const EventBatch& batch, const std::vector<uint8_t>* skip_lateness = nullptr) const;
   // Validates, deduplicates by event_id, and writes the batch durably.
   Status Append(const EventBatch& batch, AppendResult* result);
 

@@ -1,13 +1,9 @@
 // The daemon in-process over real loopback gRPC, a real RocksDB in a temp dir, and a real
 // Prometheus scrape of /metrics, in a binary that links LibTorch (which is what breaks
 // civetweb's small thread stacks without the fix in server/thread_stack.cc).
-#include <arpa/inet.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -15,42 +11,11 @@
 
 #include "model/checkpoint.h"
 #include "server/serve_command.h"
+#include "tests/test_support.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
 namespace tlp::server {
 namespace {
-
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  if (write(fd, request.data(), request.size()) < 0) return "";
-  std::string response;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
-  close(fd);
-  return response;
-}
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 class DaemonTest : public ::testing::Test {
  protected:
@@ -63,7 +28,7 @@ class DaemonTest : public ::testing::Test {
     config.memory_dim = config.embedding_dim = config.time_dim = 16;
     model::TemporalLinkModel model(config);
     ASSERT_TRUE(model::SaveCheckpoint((dir_ / "model.pt").string(), model).ok());
-    metrics_port_ = FreePort();
+    metrics_port_ = testing::FreePort();
     ServeOptions options;
     options.listen = "127.0.0.1:0";
     options.metrics_listen = "127.0.0.1:" + std::to_string(metrics_port_);
@@ -87,32 +52,7 @@ class DaemonTest : public ::testing::Test {
   static inline std::shared_ptr<grpc::Channel> channel_;
 };
 
-TEST_F(DaemonTest, HealthServiceAnswersServing) {
-  grpc::ClientContext context;
-  grpc::ByteBuffer response;
-  // grpc.health.v1.HealthCheckRequest{service: ""} is the empty message.
-  grpc::GenericStub stub(channel_);
-  grpc::CompletionQueue queue;
-  grpc::ByteBuffer request;
-  grpc::Slice empty("");
-  request = grpc::ByteBuffer(&empty, 1);
-  grpc::Status status;
-  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &queue);
-  call->StartCall();
-  call->Finish(&response, &status, reinterpret_cast<void*>(1));
-  void* tag = nullptr;
-  bool ok = false;
-  ASSERT_TRUE(queue.Next(&tag, &ok));
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
-  std::string bytes;
-  for (const auto& slice : slices)
-    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  // HealthCheckResponse{status: SERVING (1)} encodes as field 1 varint 1: 0x08 0x01.
-  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
-  queue.Shutdown();
-}
+TEST_F(DaemonTest, HealthServiceAnswersServing) { EXPECT_EQ(testing::HealthStatus(channel_), 1); }
 
 TEST_F(DaemonTest, IngestsScoresAndReportsMetrics) {
   auto stub = tlp::v1::TemporalLinkPrediction::NewStub(channel_);
@@ -192,7 +132,7 @@ TEST_F(DaemonTest, IngestsScoresAndReportsMetrics) {
   EXPECT_EQ(info.events_applied(), 40u);
   EXPECT_EQ(info.fingerprint().size(), 16u);
 
-  const std::string metrics = HttpGet(metrics_port_, "/metrics");
+  const std::string metrics = testing::HttpGet(metrics_port_, "/metrics");
   EXPECT_NE(metrics.find("tlpd_ingest_events_total{result=\"accepted\"} 40"), std::string::npos)
       << metrics.substr(0, 2000);
   // 2 scored pairs + 3 TopK candidates.

@@ -127,8 +127,15 @@ TEST_F(StoreTest, InvalidOrLateBatchWritesNothing) {
   EXPECT_EQ(store->neighbors().Degree(1), 1u);
   // Within the window is fine.
   batch = EventBatch();
-  batch.Add(3, 4, 96.0);
+  batch.Add(3, 4, 96.0, {}, "late-but-fine");
   EXPECT_TRUE(store->Append(batch, &result).ok());
+  // A retry of an acknowledged event is acknowledged however old it is by now.
+  EventBatch newer;
+  newer.Add(5, 6, 200.0);
+  ASSERT_TRUE(store->Append(newer, &result).ok());
+  ASSERT_TRUE(store->Append(batch, &result).ok());
+  EXPECT_EQ(result.duplicates, 1u);
+  EXPECT_EQ(store->last_sequence(), 3u);
 }
 
 // Property test: k-most-recent lookups (cache and RocksDB fallback) against brute force on a
