@@ -83,7 +83,8 @@ class TemporalStore {
   // Checks a batch without writing: INVALID_ARGUMENT / OUT_OF_RANGE naming the event index and
   // field of the first bad event. Events flagged in `skip_lateness` (re-sent duplicates, which
   // are acknowledged however old) are exempt from the lateness window.
-  Status Validate(const EventBatch& batch, const std::vector<uint8_t>* skip_lateness = nullptr) const;
+  Status Validate(const EventBatch& batch,
+                  const std::vector<uint8_t>* skip_lateness = nullptr) const;
   // Validates, deduplicates by event_id, and writes the batch durably.
   Status Append(const EventBatch& batch, AppendResult* result);
 
