@@ -1,0 +1,29 @@
+# tlpd image: build stage runs the project's own set-up and build scripts (the same ones CI
+# runs), the final stage holds the binaries, the bundled data and runtime libraries only.
+FROM debian:12 AS build
+WORKDIR /src
+COPY scripts/setup.sh scripts/setup.sh
+RUN bash scripts/setup.sh && rm -rf /var/lib/apt/lists/*
+COPY . .
+RUN rm -rf build && bash scripts/build.sh -DTLP_BUILD_TESTS=OFF -DTLP_BUILD_BENCH=OFF
+
+FROM debian:12-slim
+# Runtime libraries of tlpd and tlpctl (serial OpenBLAS: see TOOLCHAIN notes on civetweb).
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libtorch1.13 libgrpc++1.51 librocksdb7.8 libprometheus-cpp-pull1.0 \
+      libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 libopenblas0-serial zlib1g ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --home-dir /var/lib/tlpd --create-home tlpd
+COPY --from=build /src/build/server/tlpd /src/build/client/tlpctl /usr/local/bin/
+COPY --from=build /src/data /usr/share/tlpd/data
+USER tlpd
+WORKDIR /var/lib/tlpd
+VOLUME /var/lib/tlpd
+EXPOSE 50051 9464
+ENV TLPD_LISTEN=0.0.0.0:50051 TLPD_METRICS_LISTEN=0.0.0.0:9464 TLPD_DATA_DIR=/var/lib/tlpd/data \
+    TLPD_CHECKPOINT=/var/lib/tlpd/model.pt
+HEALTHCHECK --interval=15s --timeout=5s --start-period=120s \
+  CMD ["tlpctl", "--address", "127.0.0.1:50051", "--timeout", "3", "info"]
+ENTRYPOINT ["tlpd"]
+CMD ["serve"]
