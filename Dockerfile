@@ -24,6 +24,6 @@ EXPOSE 50051 9464
 ENV TLPD_LISTEN=0.0.0.0:50051 TLPD_METRICS_LISTEN=0.0.0.0:9464 TLPD_DATA_DIR=/var/lib/tlpd/data \
     TLPD_CHECKPOINT=/var/lib/tlpd/model.pt
 HEALTHCHECK --interval=15s --timeout=5s --start-period=120s \
-  CMD ["tlpctl", "--address", "127.0.0.1:50051", "--timeout", "3", "info"]
+  CMD ["tlpctl", "--address", "127.0.0.1:50051", "--timeout", "3", "health"]
 ENTRYPOINT ["tlpd"]
 CMD ["serve"]

@@ -6,10 +6,13 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "client/health_check.h"
 #include "common/event_reader.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
 namespace {
+
+namespace client = tlp::client;
 
 struct Global {
   std::string address = "127.0.0.1:50051";
@@ -254,6 +257,17 @@ int main(int argc, char** argv) {
         {"watermark", response.watermark()},         {"version", response.version()}};
     std::printf("%s\n", out.dump(global.json ? -1 : 2).c_str());
     std::exit(0);
+  });
+
+  CLI::App* health = app.add_subcommand(
+      "health", "Ask the grpc.health.v1 service; exit 0 only when SERVING (for probes)");
+  health->callback([&] {
+    const auto channel = grpc::CreateChannel(global.address, grpc::InsecureChannelCredentials());
+    const client::Health state = client::CheckHealth(
+        channel, std::chrono::milliseconds(static_cast<int64_t>(global.timeout_seconds * 1000)));
+    const char* names[] = {"UNREACHABLE", "UNKNOWN", "SERVING", "NOT_SERVING"};
+    std::printf("%s\n", names[static_cast<int>(state) + 1]);
+    std::exit(state == client::Health::kServing ? 0 : 1);
   });
 
   CLI11_PARSE(app, argc, argv);

@@ -30,7 +30,7 @@ echo "== starting tlpd serve on $address (metrics on $metrics)"
 daemon=$!
 trap 'kill -9 $daemon 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
-  if "$tlpctl" --address "$address" --timeout 1 info >/dev/null 2>&1; then break; fi
+  if "$tlpctl" --address "$address" --timeout 1 health >/dev/null 2>&1; then break; fi
   sleep 0.2
 done
 

@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "client/health_check.h"
 #include "common/event_reader.h"
 #include "model/checkpoint.h"
 #include "tests/test_support.h"
@@ -49,7 +50,7 @@ class DaemonProcess {
   // Waits up to 60 s for health SERVING.
   bool WaitServing() {
     for (int i = 0; i < 600; ++i) {
-      if (testing::HealthStatus(channel_) == 1) return true;
+      if (client::CheckHealth(channel_) == client::Health::kServing) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return false;

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "client/health_check.h"
 #include "model/checkpoint.h"
 #include "server/serve_command.h"
 #include "tests/test_support.h"
@@ -52,7 +53,9 @@ class DaemonTest : public ::testing::Test {
   static inline std::shared_ptr<grpc::Channel> channel_;
 };
 
-TEST_F(DaemonTest, HealthServiceAnswersServing) { EXPECT_EQ(testing::HealthStatus(channel_), 1); }
+TEST_F(DaemonTest, HealthServiceAnswersServing) {
+  EXPECT_EQ(client::CheckHealth(channel_), client::Health::kServing);
+}
 
 TEST_F(DaemonTest, IngestsScoresAndReportsMetrics) {
   auto stub = tlp::v1::TemporalLinkPrediction::NewStub(channel_);

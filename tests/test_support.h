@@ -1,8 +1,6 @@
 // Helpers shared by the tests that talk to a daemon over loopback.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
 #include <string>
 
 namespace tlp::testing {
@@ -11,8 +9,4 @@ namespace tlp::testing {
 int FreePort();
 // GET http://127.0.0.1:port/path with HTTP/1.0; the whole response, or "" when unreachable.
 std::string HttpGet(int port, const std::string& path);
-// grpc.health.v1.Health/Check for the overall server: 1 = SERVING, 2 = NOT_SERVING,
-// -1 when the call fails (e.g. not listening yet).
-int HealthStatus(const std::shared_ptr<grpc::Channel>& channel);
-
 }  // namespace tlp::testing
