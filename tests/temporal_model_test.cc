@@ -184,6 +184,30 @@ TEST(Trainer, LearnsActivityAndEvaluates) {
   EXPECT_GT(report.probe_nodes, 10);
 }
 
+TEST(Trainer, SameSeedSameResult) {
+  EventBatch events;
+  std::mt19937_64 random(5);
+  for (int i = 0; i < 1500; ++i) events.Add(random() % 50, 100 + random() % 20, i * 1.0);
+  TemporalDataset dataset;
+  ASSERT_TRUE(TemporalDataset::FromEvents(events, &dataset).ok());
+  const DataSplit split = SplitChronologically(dataset, 3);
+  TrainOptions options;
+  options.epochs = 2;
+  options.progress = false;
+  options.mrr_queries = 50;
+  options.mrr_negatives = 10;
+  options.probe = false;
+  options.seed = 3;
+  auto run = [&] {
+    torch::manual_seed(options.seed);
+    Trainer trainer(TemporalLinkModel(SmallConfig("tgn", 1, 0)), dataset, split, options);
+    const auto history = trainer.Train();
+    const EvaluationReport report = trainer.Evaluate();
+    return std::make_tuple(history.back().loss, report.transductive[1].ap, report.mrr);
+  };
+  EXPECT_EQ(run(), run());
+}
+
 TEST(TemporalDataset, RejectsEventsGoingBackInTime) {
   EventBatch events;
   events.Add(1, 2, 5.0);
