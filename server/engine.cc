@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include "model/checkpoint.h"
 #include "model/neighbor_sampler.h"
@@ -57,7 +58,115 @@ class Engine::StoreSampler : public model::NeighborSampler {
   const Engine& engine_;
 };
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (!store_ || !model_) return;
+  const Status status = SaveMemoryCheckpoint();
+  if (!status.ok()) spdlog::error("final memory checkpoint failed: {}", status.ToString());
+}
+
+std::string Engine::MemoryCheckpointPath() const { return options_.data_dir + "/memory.ckpt"; }
+
+Status Engine::SaveMemoryCheckpoint() {
+  model::TemporalLinkModelImpl::MemoryState state;
+  uint64_t watermark = 0;
+  torch::Tensor ids, destinations;
+  {
+    std::lock_guard lock(model_mutex_);
+    state = model_->SaveMemory();
+    // Events of the open chunk are in the log but not in memory: replay covers them.
+    watermark = applied_through_ - chunk_src_.size();
+    std::shared_lock ids_lock(ids_mutex_);
+    ids = torch::from_blob(id_of_.data(), {static_cast<int64_t>(id_of_.size())}, torch::kInt64)
+              .clone();
+    destinations = torch::from_blob(is_destination_.data(),
+                                    {static_cast<int64_t>(is_destination_.size())}, torch::kUInt8)
+                       .clone();
+  }
+  try {
+    torch::serialize::OutputArchive archive;
+    archive.write("fingerprint", c10::IValue(fingerprint_));
+    archive.write("watermark", c10::IValue(static_cast<int64_t>(watermark)));
+    archive.write("memory_batch", c10::IValue(options_.memory_batch));
+    archive.write("node_count", c10::IValue(state.node_count));
+    archive.write("memory", state.memory.cpu());
+    archive.write("last_update", state.last_update.cpu());
+    archive.write("pending_nodes", state.pending_nodes.cpu());
+    archive.write("pending_raw", state.pending_raw.cpu());
+    archive.write("pending_ts", state.pending_ts.cpu());
+    archive.write("ids", ids);
+    archive.write("destinations", destinations);
+    const std::string path = MemoryCheckpointPath();
+    archive.save_to(path + ".tmp");
+    std::filesystem::rename(path + ".tmp", path);
+  } catch (const std::exception& error) {
+    return Status::IoError(std::string("cannot write memory checkpoint: ") + error.what());
+  }
+  checkpointed_at_events_ = events_applied_;
+  spdlog::info("memory checkpoint at sequence {} ({} nodes)", watermark, state.node_count);
+  return Status::Ok();
+}
+
+Status Engine::LoadMemoryCheckpoint(uint64_t* watermark) {
+  *watermark = 0;
+  const std::string path = MemoryCheckpointPath();
+  if (!std::filesystem::exists(path)) return Status::Ok();
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    c10::IValue value;
+    archive.read("fingerprint", value);
+    if (value.toStringRef() != fingerprint_) {
+      spdlog::warn("memory checkpoint was made with model {}, serving {}: replaying the whole log",
+                   value.toStringRef(), fingerprint_);
+      return Status::Ok();
+    }
+    archive.read("memory_batch", value);
+    if (value.toInt() != options_.memory_batch) {
+      spdlog::warn("memory checkpoint used chunks of {}, now {}: replaying the whole log",
+                   value.toInt(), options_.memory_batch);
+      return Status::Ok();
+    }
+    archive.read("watermark", value);
+    const auto stored_watermark = static_cast<uint64_t>(value.toInt());
+    if (stored_watermark > store_->last_sequence()) {
+      return Status::Corruption("memory checkpoint covers sequence " +
+                                std::to_string(stored_watermark) + " but the store ends at " +
+                                std::to_string(store_->last_sequence()));
+    }
+    model::TemporalLinkModelImpl::MemoryState state;
+    archive.read("node_count", value);
+    state.node_count = value.toInt();
+    const torch::Device device = model_->parameters().front().device();
+    archive.read("memory", state.memory);
+    archive.read("last_update", state.last_update);
+    archive.read("pending_nodes", state.pending_nodes);
+    archive.read("pending_raw", state.pending_raw);
+    archive.read("pending_ts", state.pending_ts);
+    state.memory = state.memory.to(device);
+    state.last_update = state.last_update.to(device);
+    state.pending_nodes = state.pending_nodes.to(device);
+    state.pending_raw = state.pending_raw.to(device);
+    state.pending_ts = state.pending_ts.to(device);
+    torch::Tensor ids, destinations;
+    archive.read("ids", ids);
+    archive.read("destinations", destinations);
+    model_->RestoreMemory(state);
+    std::unique_lock lock(ids_mutex_);
+    id_of_.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+    is_destination_.assign(destinations.data_ptr<uint8_t>(),
+                           destinations.data_ptr<uint8_t>() + destinations.numel());
+    dense_of_.clear();
+    for (size_t i = 1; i < id_of_.size(); ++i)
+      dense_of_.emplace(id_of_[i], static_cast<int64_t>(i));
+    *watermark = stored_watermark;
+    events_applied_ = stored_watermark;
+    applied_through_ = stored_watermark;
+    checkpointed_at_events_ = stored_watermark;
+  } catch (const std::exception& error) {
+    return Status::Corruption("cannot read memory checkpoint '" + path + "': " + error.what());
+  }
+  return Status::Ok();
+}
 
 Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engine) {
   std::unique_ptr<Engine> result(new Engine());
@@ -87,10 +196,14 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   result->is_destination_.push_back(0);
   result->sampler_ = std::make_unique<StoreSampler>(*result);
 
-  // Replay the whole log into memory in sequence-aligned chunks (see engine.h).
+  // Restore the memory checkpoint, then replay the log after it in sequence-aligned chunks
+  // (see engine.h).
   const auto start = std::chrono::steady_clock::now();
-  const uint64_t total = result->store_->last_sequence();
-  status = result->store_->ReplayAfter(0, static_cast<size_t>(options.memory_batch),
+  uint64_t watermark = 0;
+  status = result->LoadMemoryCheckpoint(&watermark);
+  if (!status.ok()) return status;
+  const uint64_t total = result->store_->last_sequence() - watermark;
+  status = result->store_->ReplayAfter(watermark, static_cast<size_t>(options.memory_batch),
                                        [&](const EventBatch& batch, uint64_t first) {
                                          std::vector<uint64_t> sequences(batch.size());
                                          for (size_t i = 0; i < batch.size(); ++i)
@@ -99,9 +212,11 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
                                          return Status::Ok();
                                        });
   if (!status.ok()) return status;
-  spdlog::info("replayed {} events into memory in {:.2f} s ({} in the open chunk)", total,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-               result->chunk_src_.size());
+  spdlog::info(
+      "restored memory at sequence {}, replayed {} events in {:.2f} s ({} in the open chunk)",
+      watermark, total,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      result->chunk_src_.size());
   *engine = std::move(result);
   return Status::Ok();
 }
@@ -181,6 +296,11 @@ Status Engine::Ingest(const EventBatch& batch, storage::AppendResult* result) {
     sequences.push_back(result->sequences[i]);
   }
   ApplyToMemory(stored, sequences);
+  if (options_.checkpoint_every_events > 0 &&
+      events_applied_ - checkpointed_at_events_ >= options_.checkpoint_every_events) {
+    status = SaveMemoryCheckpoint();
+    if (!status.ok()) spdlog::error("memory checkpoint failed: {}", status.ToString());
+  }
   return Status::Ok();
 }
 

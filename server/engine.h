@@ -35,6 +35,9 @@ struct EngineOptions {
   bool allow_self_loops = false;
   int64_t memory_batch = 200;
   int torch_threads = 2;
+  // Node memory is snapshotted to <data_dir>/memory.ckpt every this many applied events and on
+  // close; a restart loads it and replays only the log after it. 0 = only on close.
+  uint64_t checkpoint_every_events = 100000;
 };
 
 struct EndpointMetrics {
@@ -78,7 +81,10 @@ class Engine {
  public:
   // Opens the store, loads the model, replays the log into node memory.
   static Status Open(const EngineOptions& options, std::unique_ptr<Engine>* engine);
-  ~Engine();
+  ~Engine();  // writes a final memory checkpoint
+
+  // Snapshots node memory and the id table with the watermark they cover (atomic rename).
+  Status SaveMemoryCheckpoint();
 
   // Validates (including the self-loop policy), appends durably, advances memory.
   Status Ingest(const EventBatch& batch, storage::AppendResult* result);
@@ -96,6 +102,9 @@ class Engine {
   int64_t FindDense(uint64_t node) const;  // 0 = unknown
   void ApplyToMemory(const EventBatch& batch, std::span<const uint64_t> sequences);
   void FlushChunk();
+  // Loads memory.ckpt when it matches this model and store; sets *watermark (0 = none).
+  Status LoadMemoryCheckpoint(uint64_t* watermark);
+  std::string MemoryCheckpointPath() const;
 
   EngineOptions options_;
   std::unique_ptr<storage::TemporalStore> store_;
@@ -118,6 +127,7 @@ class Engine {
   std::vector<float> chunk_features_;
   uint64_t events_applied_ = 0;
   uint64_t applied_through_ = 0;  // sequence of the last event in memory
+  uint64_t checkpointed_at_events_ = 0;
 };
 
 }  // namespace tlp::server

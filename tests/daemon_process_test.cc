@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -201,6 +202,13 @@ TEST_F(DaemonProcessTest, RestartGivesIdenticalScoresAndKillLosesNothing) {
     const std::vector<float> after = ScoreFixedQueries(*stub);
     ASSERT_EQ(after.size(), before.size());
     for (size_t i = 0; i < before.size(); ++i) EXPECT_FLOAT_EQ(after[i], before[i]) << i;
+    // The restart restored the memory checkpoint written at shutdown (last full chunk of 200)
+    // rather than replaying the whole log.
+    std::ifstream log(dir_ / "tlpd.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    const std::string restored =
+        "restored memory at sequence " + std::to_string(events_.size() / 200 * 200);
+    EXPECT_NE(text.find(restored), std::string::npos) << text;
     grpc::ClientContext context;
     tlp::v1::ModelInfoResponse info;
     ASSERT_TRUE(stub->GetModelInfo(&context, {}, &info).ok());
