@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh
+TLP_TARGETS="tlpd tlpctl" bash scripts/build.sh
 
 runs=runs/demo
 mkdir -p "$runs"
