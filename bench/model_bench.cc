@@ -1,6 +1,7 @@
 // Scored link pairs per second of the TGN + MAA model (1 layer, k = 10, dims 100) on the bundled
 // Wikipedia stream, for batches of 1, 200 and 2000 pairs. Runs on `TLP_DEVICE` (cpu default,
-// cuda:0 on a GPU machine). Node memory is first filled by replaying the whole stream.
+// cuda:0 on a GPU machine) with `TLP_THREADS` torch threads (default 2). Node memory is first
+// filled by replaying the whole stream in chunks of 200, as the daemon does.
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
@@ -26,6 +27,8 @@ struct Fixture {
         std::string(root ? root : ".") + "/data/wikipedia.csv.gz", &events);
     if (!status.ok()) throw std::runtime_error(status.ToString());
     tlp::model::TemporalDataset::FromEvents(events, &dataset);
+    const char* threads = std::getenv("TLP_THREADS");
+    torch::set_num_threads(threads ? std::atoi(threads) : 2);
     std::string note;
     const char* requested = std::getenv("TLP_DEVICE");
     const torch::Device device = tlp::model::ResolveDevice(requested ? requested : "cpu", &note);
@@ -37,8 +40,8 @@ struct Fixture {
     model->EnsureNodes(dataset.nodes());
     model->ResetMemory();
     torch::NoGradGuard no_grad;
-    for (int64_t begin = 0; begin < dataset.events(); begin += 2000) {
-      const int64_t count = std::min<int64_t>(2000, dataset.events() - begin);
+    for (int64_t begin = 0; begin < dataset.events(); begin += 200) {
+      const int64_t count = std::min<int64_t>(200, dataset.events() - begin);
       for (int64_t i = begin; i < begin + count; ++i) {
         adjacency.Add(dataset.src[i], dataset.dst[i], dataset.ts[i]);
       }

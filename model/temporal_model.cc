@@ -79,6 +79,7 @@ torch::Device TemporalLinkModelImpl::device() const {
 }
 
 void TemporalLinkModelImpl::ResetMemory() {
+  InvalidatePendingView();
   const auto options = torch::TensorOptions().device(device());
   const int64_t capacity = std::max<int64_t>(node_count_, 1);
   memory_ = torch::zeros({capacity, config_.memory_dim}, options.dtype(torch::kFloat32));
@@ -111,6 +112,27 @@ torch::Tensor TemporalLinkModelImpl::PendingUpdate() {
   return memory_updater_(messages, memory_.index_select(0, pending_nodes_));
 }
 
+void TemporalLinkModelImpl::PreparePendingView() {
+  const bool inference = !is_training() && !torch::GradMode::is_enabled();
+  if (inference && pending_view_cached_) return;
+  pending_view_ = PendingUpdate();
+  pending_view_cached_ = inference;
+}
+
+void TemporalLinkModelImpl::ReleasePendingView() {
+  if (!pending_view_cached_) pending_view_ = torch::Tensor();
+}
+
+void TemporalLinkModelImpl::InvalidatePendingView() {
+  pending_view_cached_ = false;
+  pending_view_ = torch::Tensor();
+}
+
+void TemporalLinkModelImpl::train(bool on) {
+  torch::nn::Module::train(on);
+  InvalidatePendingView();
+}
+
 torch::Tensor TemporalLinkModelImpl::MemoryView(const torch::Tensor& nodes) {
   torch::Tensor stored = memory_.index_select(0, nodes);
   if (!pending_view_.defined() || pending_nodes_.size(0) == 0) return stored;
@@ -124,9 +146,9 @@ torch::Tensor TemporalLinkModelImpl::MemoryOf(std::span<const int64_t> nodes) {
   torch::NoGradGuard no_grad;
   const torch::Tensor index = IndexTensor(nodes);
   if (!config_.has_memory()) return torch::zeros({index.size(0), config_.memory_dim});
-  pending_view_ = PendingUpdate();
+  PreparePendingView();
   torch::Tensor result = MemoryView(index);
-  pending_view_ = torch::Tensor();
+  ReleasePendingView();
   return result.cpu();
 }
 
@@ -182,11 +204,11 @@ Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
                                         std::span<const double> times,
                                         const NeighborSampler& sampler) {
   const torch::Tensor index = IndexTensor(nodes);
-  if (config_.has_memory()) pending_view_ = PendingUpdate();
+  if (config_.has_memory()) PreparePendingView();
   Embeddings result;
   result.vectors = EmbedLayer(index, std::vector<double>(times.begin(), times.end()),
                               config_.layers, sampler, &result.metrics);
-  pending_view_ = torch::Tensor();
+  ReleasePendingView();
   return result;
 }
 
@@ -200,6 +222,7 @@ void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src, std::span<
                                         std::span<const float> features) {
   if (!config_.has_memory()) return;
   torch::NoGradGuard no_grad;
+  InvalidatePendingView();
   const int64_t events = static_cast<int64_t>(src.size());
   int64_t max_node = 0;
   for (int64_t i = 0; i < events; ++i) max_node = std::max({max_node, src[i], dst[i]});
@@ -261,6 +284,7 @@ TemporalLinkModelImpl::MemoryState TemporalLinkModelImpl::SaveMemory() const {
 }
 
 void TemporalLinkModelImpl::RestoreMemory(const MemoryState& state) {
+  InvalidatePendingView();
   memory_ = state.memory.clone();
   last_update_ = state.last_update.clone();
   pending_nodes_ = state.pending_nodes.clone();

@@ -102,9 +102,17 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   MemoryState SaveMemory() const;
   void RestoreMemory(const MemoryState& state);
 
+  // Switching modes invalidates the inference cache of the pending memory view.
+  void train(bool on = true) override;
+
  private:
   // GRU step of every pending node's message, or undefined when none is pending.
   torch::Tensor PendingUpdate();
+  // Sets pending_view_ for one Embed()/MemoryOf() call (from the cache when inferring).
+  void PreparePendingView();
+  // Ends that call: drops pending_view_ unless it is the inference cache.
+  void ReleasePendingView();
+  void InvalidatePendingView();
   torch::Tensor MemoryView(const torch::Tensor& nodes);  // differentiable
   torch::Tensor IndexTensor(std::span<const int64_t> nodes) const;
   torch::Tensor EmbedLayer(const torch::Tensor& nodes, const std::vector<double>& times,
@@ -127,8 +135,11 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   torch::Tensor pending_nodes_;  // [P] int64
   torch::Tensor pending_raw_;    // [P, 2 memory_dim + edge_feature_dim] message without time
   torch::Tensor pending_ts_;     // [P] float64
-  // GRU output for the pending nodes, computed once per Embed() call (differentiable).
+  // GRU output for the pending nodes: computed once per Embed() call while training
+  // (differentiable); in inference kept until the pending messages or parameters change, so
+  // that many small scoring calls between two ingest chunks pay for the GRU once.
   torch::Tensor pending_view_;
+  bool pending_view_cached_ = false;
 };
 TORCH_MODULE(TemporalLinkModel);
 
