@@ -144,16 +144,20 @@ Status TemporalLinkService::IngestOne(Engine& engine, const EventBatch& batch, s
   return Status::Ok();
 }
 
+grpc::Status TemporalLinkService::AdmitIngest(size_t inflight) const {
+  if (inflight <= limits_.max_inflight_ingest) return grpc::Status::OK;
+  return {grpc::StatusCode::RESOURCE_EXHAUSTED, "too many concurrent ingest calls (" +
+                                                    std::to_string(inflight - 1) +
+                                                    " in flight); retry after a short backoff"};
+}
+
 grpc::Status TemporalLinkService::IngestBatch(grpc::ServerContext*,
                                               const tlp::v1::IngestBatchRequest* request,
                                               tlp::v1::IngestSummary* summary) {
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
   InflightGuard inflight(inflight_ingest_);
-  if (inflight.count() > limits_.max_inflight_ingest) {
-    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
-            "too many concurrent ingest calls; retry after a short backoff"};
-  }
+  if (grpc::Status admitted = AdmitIngest(inflight.count()); !admitted.ok()) return admitted;
   if (request->events_size() == 0) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "field 'events' is empty"};
   }
@@ -180,10 +184,7 @@ grpc::Status TemporalLinkService::IngestEvents(grpc::ServerContext*,
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
   InflightGuard inflight(inflight_ingest_);
-  if (inflight.count() > limits_.max_inflight_ingest) {
-    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
-            "too many concurrent ingest calls; retry after a short backoff"};
-  }
+  if (grpc::Status admitted = AdmitIngest(inflight.count()); !admitted.ok()) return admitted;
   EventBatch batch;
   batch.feature_dim = engine->store().feature_dim();
   tlp::v1::EdgeEvent event;

@@ -50,6 +50,8 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
   Status IngestOne(Engine& engine, const EventBatch& batch, size_t first_index,
                    tlp::v1::IngestSummary* summary);
   Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores);
+  // RESOURCE_EXHAUSTED when more than max_inflight_ingest calls are in flight; else OK.
+  grpc::Status AdmitIngest(size_t inflight) const;
   // The engine once ready, else null.
   Engine* Ready() const { return engine_.load(std::memory_order_acquire); }
 

@@ -247,25 +247,29 @@ TEST_F(StoreTest, CheckpointOpensAsAStore) {
   std::filesystem::remove_all(copy);
 }
 
+// Tampers with a closed store behind TemporalStore's back: sets its schema version to 99 and,
+// when asked, drops the adjacency column family.
+void Tamper(const std::string& dir, bool drop_adjacency) {
+  rocksdb::DB* raw = nullptr;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const char* name : {"default", "events", "adjacency", "node_state", "event_ids", "meta"}) {
+    families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir, families, &handles, &raw).ok());
+  std::string version(8, '\0');
+  PutBigEndian64(99, version.data());
+  ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), handles[5], "schema_version", version).ok());
+  if (drop_adjacency) {
+    ASSERT_TRUE(raw->DropColumnFamily(handles[2]).ok());
+  }
+  for (auto* handle : handles) raw->DestroyColumnFamilyHandle(handle);
+  delete raw;
+}
+
 TEST_F(StoreTest, WrongSchemaVersionAndMissingFamilyAreClearErrors) {
   OpenStore().reset();
-  {
-    // Rewrite the schema version behind the store's back.
-    rocksdb::DB* raw = nullptr;
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name : {"default", "events", "adjacency", "node_state", "event_ids", "meta"}) {
-      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
-    }
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    ASSERT_TRUE(
-        rocksdb::DB::Open(rocksdb::DBOptions(), dir_.string(), families, &handles, &raw).ok());
-    std::string version(8, '\0');
-    PutBigEndian64(99, version.data());
-    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), handles[5], "schema_version", version).ok());
-    ASSERT_TRUE(raw->DropColumnFamily(handles[2]).ok());
-    for (auto* handle : handles) raw->DestroyColumnFamilyHandle(handle);
-    delete raw;
-  }
+  Tamper(dir_.string(), /*drop_adjacency=*/true);
   std::unique_ptr<TemporalStore> store;
   Status status = TemporalStore::Open(dir_.string(), {}, &store);
   EXPECT_EQ(status.code(), Status::Code::kCorruption);
@@ -273,21 +277,7 @@ TEST_F(StoreTest, WrongSchemaVersionAndMissingFamilyAreClearErrors) {
 
   std::filesystem::remove_all(dir_);
   OpenStore().reset();
-  {
-    rocksdb::DB* raw = nullptr;
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name : {"default", "events", "adjacency", "node_state", "event_ids", "meta"}) {
-      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
-    }
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    ASSERT_TRUE(
-        rocksdb::DB::Open(rocksdb::DBOptions(), dir_.string(), families, &handles, &raw).ok());
-    std::string version(8, '\0');
-    PutBigEndian64(99, version.data());
-    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), handles[5], "schema_version", version).ok());
-    for (auto* handle : handles) raw->DestroyColumnFamilyHandle(handle);
-    delete raw;
-  }
+  Tamper(dir_.string(), /*drop_adjacency=*/false);
   status = TemporalStore::Open(dir_.string(), {}, &store);
   EXPECT_EQ(status.code(), Status::Code::kFailedPrecondition);
   EXPECT_NE(status.message().find("schema version 99"), std::string::npos) << status.message();
