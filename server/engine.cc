@@ -43,7 +43,8 @@ class Engine::StoreSampler : public model::NeighborSampler {
         const storage::Neighbor& neighbor = lists.neighbors[i * k + slot];
         const auto it = engine_.dense_of_.find(neighbor.node);
         const size_t cell = i * k + slot;
-        out->nodes[cell] = it == engine_.dense_of_.end() ? 0 : it->second;
+        out->nodes[cell] =
+            it == engine_.dense_of_.end() || it->second >= engine_.model_nodes_ ? 0 : it->second;
         out->ts[cell] = neighbor.ts;
         out->valid[cell] = 1;
       }
@@ -242,10 +243,16 @@ int64_t Engine::FindDense(uint64_t node) const {
   return it == dense_of_.end() ? 0 : it->second;
 }
 
+void Engine::CoverAssignedNodes() {
+  std::shared_lock lock(ids_mutex_);
+  model_nodes_ = static_cast<int64_t>(id_of_.size());
+  model_->EnsureNodes(model_nodes_);
+}
+
 void Engine::FlushChunk() {
   if (chunk_src_.empty()) return;
   std::lock_guard lock(model_mutex_);
-  model_->EnsureNodes(static_cast<int64_t>(id_of_.size()));
+  CoverAssignedNodes();
   model_->ApplyEvents(chunk_src_, chunk_dst_, chunk_ts_, chunk_features_);
   events_applied_ += chunk_src_.size();
   chunk_src_.clear();
@@ -321,6 +328,7 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
   }
   try {
     std::lock_guard lock(model_mutex_);
+    CoverAssignedNodes();
     torch::NoGradGuard no_grad;
     const model::Embeddings embedded = model_->Embed(nodes, times, *sampler_);
     const torch::Tensor logits = model_
@@ -376,6 +384,7 @@ Status Engine::GetNode(uint64_t node, size_t recent, NodeInfo* info) {
   if (!info->recent.empty()) info->last_update_ts = info->recent.front().ts;
   if (recent == 0) info->recent.clear();
   std::lock_guard lock(model_mutex_);
+  CoverAssignedNodes();
   if (model_->config().has_memory()) {
     const torch::Tensor memory = model_->MemoryOf(std::vector<int64_t>{dense}).contiguous();
     info->memory.assign(memory.data_ptr<float>(), memory.data_ptr<float>() + memory.numel());

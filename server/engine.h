@@ -100,6 +100,8 @@ class Engine {
   Engine() = default;
   int64_t DenseIndex(uint64_t node);       // creates; writer only
   int64_t FindDense(uint64_t node) const;  // 0 = unknown
+  // Grows model state to every index assigned so far; call with model_mutex_ held.
+  void CoverAssignedNodes();
   void ApplyToMemory(const EventBatch& batch, std::span<const uint64_t> sequences);
   void FlushChunk();
   // Loads memory.ckpt when it matches this model and store; sets *watermark (0 = none).
@@ -120,6 +122,10 @@ class Engine {
 
   // The model is not thread-safe: scoring and memory updates take this lock.
   mutable std::mutex model_mutex_;
+  // Dense indices below this have model state (guarded by model_mutex_). Ingest assigns
+  // indices before their chunk reaches the model; the sampler maps newer ones to index 0, whose
+  // memory is zero, which is exactly the memory of a node no applied event has touched.
+  int64_t model_nodes_ = 1;
   std::mutex ingest_mutex_;
   // Events stored but not yet applied to memory (the open chunk).
   std::vector<int64_t> chunk_src_, chunk_dst_;

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs client/python/test_tlp_client.py against a real tlpd: stubs generated with Debian's
+# protoc, a small model trained by `tlpd train`, the daemon on a free loopback port.
+set -euo pipefail
+tlpd=${1:?usage: python_client_test.sh TLPD SOURCE_DIR}
+root=${2:?}
+work=$(mktemp -d)
+trap 'kill $daemon 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+bash "$root/client/python/generate.sh" "$work/stubs"
+{
+  echo "src,dst,ts"
+  for i in $(seq 0 599); do echo "$((i % 20)),$((100 + i % 7)),$i"; done
+} > "$work/events.csv"
+"$tlpd" train --data "$work/events.csv" --epochs 1 --memory-dim 16 --embedding-dim 16 \
+  --time-dim 16 --out "$work/model.pt" --no-eval --threads 1 > "$work/train.log" 2>&1
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$tlpd" serve --checkpoint "$work/model.pt" --data-dir "$work/data" --listen "127.0.0.1:$port" \
+  --metrics-listen "" --no-sync --threads 1 > "$work/tlpd.log" 2>&1 &
+daemon=$!
+for _ in $(seq 1 100); do
+  grep -q "serving tlp.v1" "$work/tlpd.log" && break
+  sleep 0.2
+done
+PYTHONPATH="$work/stubs:$root/client/python" /usr/bin/python3 \
+  "$root/client/python/test_tlp_client.py" "127.0.0.1:$port" -v
