@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
                ": temporal link prediction daemon (TGN/TGAT with Mass-Aware Attention)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", TLPD_VERSION);
+  app.set_config("--config", "", "TOML config file (a [serve] section holds serve's options)");
   tlp::server::AddServeCommand(app);
   tlp::server::AddTrainCommands(app);
   CLI11_PARSE(app, argc, argv);

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "server/service.h"
@@ -91,24 +92,59 @@ void Daemon::Shutdown(double grace_seconds) {
   engine_.reset();
 }
 
+namespace {
+
+// TLPD_* environment variables override the built-in defaults and are overridden by flags.
+// CLI11 2.1 does not apply envname() to named subcommands before checking them, so the
+// environment is read here, as the option's default.
+CLI::Option* FromEnvironment(CLI::Option* option, const char* variable) {
+  if (const char* value = std::getenv(variable)) option->default_val(std::string(value));
+  option->description(option->get_description() + " [env " + variable + "]");
+  return option;
+}
+
+}  // namespace
+
 void AddServeCommand(CLI::App& app) {
   static ServeOptions options;
-  CLI::App* serve = app.add_subcommand("serve", "Run the daemon: gRPC ingest and scoring, metrics");
-  serve->add_option("--listen", options.listen, "gRPC address host:port");
-  serve->add_option("--metrics-listen", options.metrics_listen,
-                    "Prometheus /metrics address host:port (empty = off)");
-  serve->add_option("--data-dir", options.engine.data_dir, "RocksDB data directory");
-  serve
-      ->add_option("--checkpoint", options.engine.checkpoint, "Model checkpoint (tlpd train --out)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  serve->add_option("--device", options.engine.device, "cpu or cuda:N (cpu when no GPU)");
-  serve->add_option("--lateness-seconds", options.engine.lateness_seconds,
-                    "Accept events up to this much older than the newest");
+  CLI::App* serve = app.add_subcommand(
+      "serve",
+      "Run the daemon: gRPC ingest and scoring, metrics. Options also come from TLPD_* "
+      "environment variables and from `tlpd --config FILE.toml serve` ([serve] section, keys "
+      "named as the long options); flags win over the file, which wins over the environment.");
+  FromEnvironment(serve->add_option("--listen", options.listen, "gRPC address host:port"),
+                  "TLPD_LISTEN");
+  FromEnvironment(serve->add_option("--metrics-listen", options.metrics_listen,
+                                    "Prometheus /metrics address host:port (empty = off)"),
+                  "TLPD_METRICS_LISTEN");
+  FromEnvironment(
+      serve->add_option("--data-dir", options.engine.data_dir, "RocksDB data directory"),
+      "TLPD_DATA_DIR");
+  FromEnvironment(serve->add_option("--checkpoint", options.engine.checkpoint,
+                                    "Model checkpoint (tlpd train --out); required"),
+                  "TLPD_CHECKPOINT");
+  FromEnvironment(
+      serve->add_option("--device", options.engine.device, "cpu or cuda:N (cpu when no GPU)"),
+      "TLPD_DEVICE");
+  FromEnvironment(serve->add_option("--lateness-seconds", options.engine.lateness_seconds,
+                                    "Accept events up to this much older than the newest"),
+                  "TLPD_LATENESS_SECONDS");
   serve->add_flag("!--no-sync", options.engine.sync_writes,
                   "Do not fsync each batch (survives process crashes, not power loss)");
   serve->add_flag("--allow-self-loops", options.engine.allow_self_loops, "Accept src == dst");
-  serve->add_option("--threads", options.engine.torch_threads, "Torch intra-op threads");
+  FromEnvironment(
+      serve->add_option("--threads", options.engine.torch_threads, "Torch intra-op threads"),
+      "TLPD_THREADS");
+  FromEnvironment(
+      serve->add_option("--checkpoint-every", options.engine.checkpoint_every_events,
+                        "Snapshot node memory every this many events (0 = only at shutdown)"),
+      "TLPD_CHECKPOINT_EVERY");
+  serve->add_option("--score-max-batch", options.batcher.max_batch_pairs,
+                    "Most pairs one scoring pass takes from concurrent requests");
+  serve->add_option_function<int64_t>(
+      "--score-max-wait-us",
+      [](int64_t us) { options.batcher.max_wait = std::chrono::microseconds(us); },
+      "Longest a scoring request waits for others to share its pass (default 500)");
   serve->callback([] {
     // Block the stop signals in every thread; the main thread waits for them below.
     sigset_t signals;
@@ -116,6 +152,10 @@ void AddServeCommand(CLI::App& app) {
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    if (options.engine.checkpoint.empty()) {
+      spdlog::error("--checkpoint (or TLPD_CHECKPOINT) is required: a model from `tlpd train`");
+      std::exit(2);
+    }
     std::unique_ptr<Daemon> daemon;
     const Status status = Daemon::Start(options, &daemon);
     if (!status.ok()) {

@@ -14,8 +14,11 @@ bash "$root/client/python/generate.sh" "$work/stubs"
 "$tlpd" train --data "$work/events.csv" --epochs 1 --memory-dim 16 --embedding-dim 16 \
   --time-dim 16 --out "$work/model.pt" --no-eval --threads 1 > "$work/train.log" 2>&1
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$tlpd" serve --checkpoint "$work/model.pt" --data-dir "$work/data" --listen "127.0.0.1:$port" \
-  --metrics-listen "" --no-sync --threads 1 > "$work/tlpd.log" 2>&1 &
+# Configuration through both other channels: a TOML file and the environment.
+printf '[serve]\nlisten = "127.0.0.1:%s"\nmetrics-listen = ""\ndata-dir = "%s"\n' \
+  "$port" "$work/data" > "$work/tlpd.toml"
+TLPD_CHECKPOINT="$work/model.pt" TLPD_THREADS=1 \
+  "$tlpd" --config "$work/tlpd.toml" serve --no-sync > "$work/tlpd.log" 2>&1 &
 daemon=$!
 for _ in $(seq 1 100); do
   grep -q "serving tlp.v1" "$work/tlpd.log" && break
