@@ -284,10 +284,12 @@ grpc::Status TemporalLinkService::TopK(grpc::ServerContext*, const tlp::v1::TopK
   std::vector<uint64_t> candidates(request->candidates().begin(), request->candidates().end());
   if (candidates.empty()) candidates = engine->KnownDestinations();
   if (request->exclude_seen()) {
+    // The whole history before `at`: the node's degree bounds it (and the buffer it needs).
     std::vector<storage::Neighbor> history;
-    Status status = engine->store().neighbors().Recent(
-        request->src(), request->at() > 0 ? request->at() : INFINITY,
-        std::numeric_limits<uint32_t>::max() / 2, &history);
+    const uint64_t degree = engine->store().neighbors().Degree(request->src());
+    Status status = engine->store().neighbors().Recent(request->src(),
+                                                       request->at() > 0 ? request->at() : INFINITY,
+                                                       std::max<uint64_t>(degree, 1), &history);
     if (!status.ok()) return ToGrpc(status);
     std::unordered_set<uint64_t> seen;
     for (const auto& neighbor : history) seen.insert(neighbor.node);

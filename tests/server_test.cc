@@ -126,6 +126,15 @@ TEST_F(DaemonTest, IngestsScoresAndReportsMetrics) {
   ASSERT_EQ(ranked.results_size(), 2);
   EXPECT_GE(ranked.results(0).probability(), ranked.results(1).probability());
 
+  topk.set_exclude_seen(true);  // node 1 has already met all three destinations
+  {
+    grpc::ClientContext context;
+    tlp::v1::TopKResponse unseen;
+    ASSERT_TRUE(stub->TopK(&context, topk, &unseen).ok());
+    EXPECT_EQ(unseen.candidates_scored(), 0u);
+    EXPECT_EQ(unseen.results_size(), 0);
+  }
+
   tlp::v1::ModelInfoResponse info;
   {
     grpc::ClientContext context;
