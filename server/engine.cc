@@ -261,9 +261,11 @@ void Engine::FlushChunk() {
   chunk_features_.clear();
 }
 
-void Engine::ApplyToMemory(const EventBatch& batch, std::span<const uint64_t> sequences) {
+void Engine::ApplyToMemory(const EventBatch& batch, std::span<const uint64_t> sequences,
+                           std::span<const uint8_t> skip) {
   const auto chunk = static_cast<uint64_t>(options_.memory_batch);
   for (size_t i = 0; i < batch.size(); ++i) {
+    if (!skip.empty() && skip[i]) continue;
     chunk_src_.push_back(DenseIndex(batch.src[i]));
     const int64_t dst = DenseIndex(batch.dst[i]);
     chunk_dst_.push_back(dst);
@@ -293,16 +295,8 @@ Status Engine::Ingest(const EventBatch& batch, storage::AppendResult* result) {
   Status status = store_->Append(batch, result);
   if (!status.ok()) return status;
   if (result->accepted == 0) return Status::Ok();
-  // Only newly stored events move memory, in sequence order.
-  EventBatch stored;
-  stored.feature_dim = batch.feature_dim;
-  std::vector<uint64_t> sequences;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (result->duplicate[i]) continue;
-    stored.Add(batch.src[i], batch.dst[i], batch.ts[i], batch.FeaturesOf(i));
-    sequences.push_back(result->sequences[i]);
-  }
-  ApplyToMemory(stored, sequences);
+  // Only newly stored events move memory, in sequence order; duplicates are skipped in place.
+  ApplyToMemory(batch, result->sequences, result->duplicate);
   if (options_.checkpoint_every_events > 0 &&
       events_applied_ - checkpointed_at_events_ >= options_.checkpoint_every_events) {
     status = SaveMemoryCheckpoint();

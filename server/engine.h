@@ -102,7 +102,10 @@ class Engine {
   int64_t FindDense(uint64_t node) const;  // 0 = unknown
   // Grows model state to every index assigned so far; call with model_mutex_ held.
   void CoverAssignedNodes();
-  void ApplyToMemory(const EventBatch& batch, std::span<const uint64_t> sequences);
+  // Queues batch event i (store sequence sequences[i]) for memory unless skip[i] is set; an
+  // empty `skip` queues all.
+  void ApplyToMemory(const EventBatch& batch, std::span<const uint64_t> sequences,
+                     std::span<const uint8_t> skip = {});
   void FlushChunk();
   // Loads memory.ckpt when it matches this model and store; sets *watermark (0 = none).
   Status LoadMemoryCheckpoint(uint64_t* watermark);
