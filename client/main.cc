@@ -1,12 +1,21 @@
 // tlpctl: command-line client of tlpd over gRPC.
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <unordered_map>
 
+#include "client/daemon_client.h"
 #include "client/health_check.h"
+#include "client/load_generator.h"
+#include "client/plot.h"
 #include "common/event_reader.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
@@ -22,26 +31,16 @@ struct Global {
 
 Global global;
 
-std::unique_ptr<tlp::v1::TemporalLinkPrediction::Stub> Connect() {
-  return tlp::v1::TemporalLinkPrediction::NewStub(
-      grpc::CreateChannel(global.address, grpc::InsecureChannelCredentials()));
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void Deadline(grpc::ClientContext* context) {
-  context->set_deadline(
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(static_cast<int64_t>(global.timeout_seconds * 1000)));
+tlp::client::DaemonClient Connect() {
+  return tlp::client::DaemonClient(global.address, global.timeout_seconds);
 }
 
-int Fail(const grpc::Status& status) {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    std::fprintf(stderr, "tlpctl: cannot reach tlpd at %s: %s\n", global.address.c_str(),
-                 status.error_message().c_str());
-  } else {
-    std::fprintf(stderr, "tlpctl: error %d: %s\n", static_cast<int>(status.error_code()),
-                 status.error_message().c_str());
-  }
+int Fail(const tlp::Status& status) {
+  std::fprintf(stderr, "tlpctl: %s\n", status.ToString().c_str());
   return 1;
 }
 
@@ -86,56 +85,48 @@ void PrintScores(const google::protobuf::RepeatedPtrField<tlp::v1::LinkScore>& s
   }
 }
 
+// Event ids derive from the file name (not its path) and the event's position, so that a re-run
+// from another directory after a failure still stores nothing twice.
+std::string IdPrefix(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
+// One progress line, rewritten in place on a terminal.
+void Progress(const char* format, auto... values) {
+  static const bool terminal = isatty(fileno(stderr));
+  if (terminal) std::fputc('\r', stderr);
+  std::fprintf(stderr, format, values...);
+  std::fputs(terminal ? "   " : "\n", stderr);
+}
+
 int Ingest(const std::string& path, size_t batch_size) {
   std::unique_ptr<tlp::EventReader> reader;
   tlp::Status status = tlp::EventReader::Open(path, &reader);
-  if (!status.ok()) {
-    std::fprintf(stderr, "tlpctl: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  auto stub = Connect();
+  if (!status.ok()) return Fail(status);
+  tlp::client::DaemonClient client = Connect();
+  client.set_id_prefix(IdPrefix(path));
   tlp::EventBatch batch;
   uint64_t sent = 0, accepted = 0, duplicates = 0;
   const auto start = std::chrono::steady_clock::now();
-  const bool terminal = isatty(fileno(stderr));
   while (true) {
     status = reader->Next(batch_size, &batch);
     if (!status.ok()) {
-      std::fprintf(stderr, "\ntlpctl: %s (events before it were sent)\n",
-                   status.ToString().c_str());
+      std::fprintf(stderr, "\ntlpctl: %s (the %llu events before it were stored)\n",
+                   status.ToString().c_str(), static_cast<unsigned long long>(sent));
       return 1;
     }
     if (batch.empty()) break;
-    tlp::v1::IngestBatchRequest request;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      auto* event = request.add_events();
-      event->set_src(batch.src[i]);
-      event->set_dst(batch.dst[i]);
-      event->set_ts(batch.ts[i]);
-      const auto features = batch.FeaturesOf(i);
-      event->mutable_features()->Add(features.begin(), features.end());
-      // Ids derived from the file position make a re-run after a failure store nothing twice.
-      event->set_event_id(batch.EventIdOf(i).empty() ? path + ":" + std::to_string(sent + i)
-                                                     : std::string(batch.EventIdOf(i)));
-    }
-    grpc::ClientContext context;
-    Deadline(&context);
     tlp::v1::IngestSummary summary;
-    const grpc::Status rpc = stub->IngestBatch(&context, request, &summary);
-    if (!rpc.ok()) return Fail(rpc);
+    status = client.IngestBatch(batch, sent, &summary);
+    if (!status.ok()) return Fail(status);
     sent += batch.size();
     accepted += summary.accepted();
     duplicates += summary.duplicates();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr,
-                 terminal ? "\ringested %llu events (%llu new, %llu duplicates)  %.0f events/s   "
-                          : "ingested %llu events (%llu new, %llu duplicates)  %.0f events/s\n",
-                 static_cast<unsigned long long>(sent), static_cast<unsigned long long>(accepted),
-                 static_cast<unsigned long long>(duplicates), sent / seconds);
+    Progress("ingested %llu events (%llu new, %llu duplicates)  %.0f events/s",
+             static_cast<unsigned long long>(sent), static_cast<unsigned long long>(accepted),
+             static_cast<unsigned long long>(duplicates), sent / SecondsSince(start));
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = SecondsSince(start);
   if (global.json) {
     std::printf("%s\n", nlohmann::json({{"sent", sent},
                                         {"accepted", accepted},
@@ -151,6 +142,120 @@ int Ingest(const std::string& path, size_t batch_size) {
                 static_cast<unsigned long long>(duplicates));
   }
   return 0;
+}
+
+struct EvalSettings {
+  std::string file;
+  std::string plot;
+  std::string json_out;
+  tlp::ReplayOptions replay;
+};
+
+// Up to 2,000 nodes of the stream with their degree in it, and their representation norm as
+// the daemon scores them now.
+tlp::Status DegreeAndNorm(tlp::client::DaemonClient& client, const tlp::EventBatch& stream,
+                          std::vector<std::pair<double, double>>* points) {
+  std::unordered_map<uint64_t, uint64_t> degree;
+  for (size_t i = 0; i < stream.size(); ++i) {
+    ++degree[stream.src[i]];
+    ++degree[stream.dst[i]];
+  }
+  std::vector<uint64_t> nodes;
+  for (const auto& [node, count] : degree) nodes.push_back(node);
+  std::sort(nodes.begin(), nodes.end());
+  std::shuffle(nodes.begin(), nodes.end(), std::mt19937_64(7));
+  nodes.resize(std::min<size_t>(nodes.size(), 2000));
+  std::vector<tlp::PairQuery> queries;
+  for (uint64_t node : nodes) queries.push_back({node, stream.dst.back(), 0});
+  std::vector<tlp::PairScore> scores;
+  tlp::Status status = client.Score(queries, &scores);
+  if (!status.ok()) return status;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    points->emplace_back(static_cast<double>(degree[nodes[i]]), scores[i].src_norm);
+  }
+  return tlp::Status::Ok();
+}
+
+int Eval(EvalSettings& settings) {
+  tlp::EventBatch stream;
+  tlp::Status status = tlp::EventReader::ReadAll(settings.file, &stream);
+  if (!status.ok()) return Fail(status);
+  tlp::client::DaemonClient client = Connect();
+  client.set_id_prefix(IdPrefix(settings.file));
+  const auto start = std::chrono::steady_clock::now();
+  settings.replay.progress = [&](uint64_t done, uint64_t total) {
+    Progress("replayed %llu / %llu events  %.0f events/s", static_cast<unsigned long long>(done),
+             static_cast<unsigned long long>(total), done / SecondsSince(start));
+  };
+  tlp::ReplayReport report;
+  status = tlp::RunReplayEvaluation(stream, settings.replay, client, &report);
+  std::fputc('\n', stderr);
+  if (!status.ok()) return Fail(status);
+  if (global.json) {
+    std::printf("%s\n", tlp::ReplayReportJson(report).c_str());
+  } else {
+    std::printf("%s", tlp::FormatReplayReport(report).c_str());
+  }
+  if (!settings.json_out.empty()) {
+    std::ofstream(settings.json_out) << tlp::ReplayReportJson(report) << "\n";
+  }
+  if (!settings.plot.empty()) {
+    tlp::client::EvaluationPlot plot;
+    plot.title = IdPrefix(settings.file) + ": AP " + std::to_string(report.random.ap).substr(0, 6);
+    plot.positive_logits = report.positive_logits;
+    plot.negative_logits = report.negative_logits;
+    status = DegreeAndNorm(client, stream, &plot.degree_norm);
+    if (status.ok()) status = tlp::client::WriteEvaluationPlot(plot, settings.plot);
+    if (!status.ok()) return Fail(status);
+    std::fprintf(stderr, "plot written to %s\n", settings.plot.c_str());
+  }
+  return 0;
+}
+
+int Bench(tlp::client::LoadOptions& options, const std::string& pairs_file) {
+  if (!pairs_file.empty()) {
+    tlp::EventBatch stream;
+    tlp::Status status = tlp::EventReader::ReadAll(pairs_file, &stream);
+    if (!status.ok()) return Fail(status);
+    options.sources = stream.src;
+    options.destinations = stream.dst;
+  }
+  tlp::client::LoadReport report;
+  tlp::Status status =
+      tlp::client::RunLoad(global.address, global.timeout_seconds, options, &report);
+  if (!status.ok()) return Fail(status);
+  if (global.json) {
+    std::printf("%s\n", nlohmann::json({{"kind", options.kind},
+                                        {"concurrency", options.concurrency},
+                                        {"rate", options.rate},
+                                        {"pairs_per_request", options.pairs},
+                                        {"requests", report.requests},
+                                        {"failures", report.failures},
+                                        {"failures_by_code", report.failures_by_code},
+                                        {"seconds", report.seconds},
+                                        {"requests_per_second", report.requests_per_second},
+                                        {"pairs_per_second", report.pairs_per_second},
+                                        {"p50_ms", report.p50_ms},
+                                        {"p95_ms", report.p95_ms},
+                                        {"p99_ms", report.p99_ms},
+                                        {"max_ms", report.max_ms}})
+                            .dump()
+                            .c_str());
+  } else {
+    std::printf("%s, concurrency %d, %zu pairs/request: %llu requests in %.1f s, %llu failed\n",
+                options.kind.c_str(), options.concurrency, options.pairs,
+                static_cast<unsigned long long>(report.requests), report.seconds,
+                static_cast<unsigned long long>(report.failures));
+    std::printf(
+        "%.0f requests/s, %.0f pairs/s; latency p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, "
+        "max %.2f ms\n",
+        report.requests_per_second, report.pairs_per_second, report.p50_ms, report.p95_ms,
+        report.p99_ms, report.max_ms);
+    for (const auto& [code, count] : report.failures_by_code) {
+      std::printf("  %llu x %s\n", static_cast<unsigned long long>(count), code.c_str());
+    }
+  }
+  return report.failures == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -183,11 +288,12 @@ int main(int argc, char** argv) {
     query->set_src(src);
     query->set_dst(dst);
     query->set_at(at);
+    tlp::client::DaemonClient client = Connect();
     grpc::ClientContext context;
-    Deadline(&context);
+    client.Prepare(&context);
     tlp::v1::ScoreResponse response;
-    const grpc::Status rpc = Connect()->ScoreLinks(&context, request, &response);
-    if (!rpc.ok()) std::exit(Fail(rpc));
+    const grpc::Status rpc = client.stub().ScoreLinks(&context, request, &response);
+    if (!rpc.ok()) std::exit(Fail(client.FromGrpc(rpc)));
     PrintScores(response.scores());
     std::exit(0);
   });
@@ -205,11 +311,12 @@ int main(int argc, char** argv) {
     request.set_k(k);
     request.set_at(at);
     request.set_exclude_seen(exclude_seen);
+    tlp::client::DaemonClient client = Connect();
     grpc::ClientContext context;
-    Deadline(&context);
+    client.Prepare(&context);
     tlp::v1::TopKResponse response;
-    const grpc::Status rpc = Connect()->TopK(&context, request, &response);
-    if (!rpc.ok()) std::exit(Fail(rpc));
+    const grpc::Status rpc = client.stub().TopK(&context, request, &response);
+    if (!rpc.ok()) std::exit(Fail(client.FromGrpc(rpc)));
     PrintScores(response.results());
     std::exit(0);
   });
@@ -224,11 +331,12 @@ int main(int argc, char** argv) {
     tlp::v1::NodeStateRequest request;
     request.set_node(node);
     request.set_recent_neighbors(recent);
+    tlp::client::DaemonClient client = Connect();
     grpc::ClientContext context;
-    Deadline(&context);
+    client.Prepare(&context);
     tlp::v1::NodeStateResponse response;
-    const grpc::Status rpc = Connect()->GetNodeState(&context, request, &response);
-    if (!rpc.ok()) std::exit(Fail(rpc));
+    const grpc::Status rpc = client.stub().GetNodeState(&context, request, &response);
+    if (!rpc.ok()) std::exit(Fail(client.FromGrpc(rpc)));
     nlohmann::json out = {{"node", response.node()},
                           {"known", response.known()},
                           {"degree", response.degree()},
@@ -243,12 +351,13 @@ int main(int argc, char** argv) {
   CLI::App* info =
       app.add_subcommand("info", "Show the served model and how far it has applied the log");
   info->callback([&] {
+    tlp::client::DaemonClient client = Connect();
     grpc::ClientContext context;
-    Deadline(&context);
+    client.Prepare(&context);
     tlp::v1::ModelInfoResponse response;
     const grpc::Status rpc =
-        Connect()->GetModelInfo(&context, tlp::v1::ModelInfoRequest(), &response);
-    if (!rpc.ok()) std::exit(Fail(rpc));
+        client.stub().GetModelInfo(&context, tlp::v1::ModelInfoRequest(), &response);
+    if (!rpc.ok()) std::exit(Fail(client.FromGrpc(rpc)));
     const nlohmann::json out = {
         {"architecture", response.architecture()},   {"attention_p", response.attention_p()},
         {"fingerprint", response.fingerprint()},     {"device", response.device()},
@@ -258,6 +367,44 @@ int main(int argc, char** argv) {
     std::printf("%s\n", out.dump(global.json ? -1 : 2).c_str());
     std::exit(0);
   });
+
+  EvalSettings eval_settings;
+  CLI::App* eval = app.add_subcommand(
+      "eval",
+      "Replay FILE through the daemon (history, then the test period scored before it is "
+      "ingested) and report AP/AUC/MRR; the daemon must start from an empty data directory");
+  eval->add_option("file", eval_settings.file, "Event file")->required()->check(CLI::ExistingFile);
+  eval->add_option("--seed", eval_settings.replay.seed, "Seed of the negative samples");
+  eval->add_option("--mrr-queries", eval_settings.replay.mrr_queries,
+                   "Test positives ranked against sampled negatives for MRR (0 = skip)");
+  eval->add_option("--mrr-negatives", eval_settings.replay.mrr_negatives,
+                   "Negatives per MRR query");
+  eval->add_option("--plot", eval_settings.plot,
+                   "Also write an SVG: score distribution and representation norm vs degree");
+  eval->add_option("--json-out", eval_settings.json_out, "Also write the figures as JSON");
+  eval->callback([&] { std::exit(Eval(eval_settings)); });
+
+  tlp::client::LoadOptions load;
+  std::string pairs_file;
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Load generator (loopback only): throughput and latency percentiles");
+  bench->add_option("--kind", load.kind, "score (ScoreLinks) or topk (TopK over all)")
+      ->check(CLI::IsMember({"score", "topk"}));
+  bench->add_option("--concurrency", load.concurrency, "Concurrent callers")
+      ->check(CLI::Range(1, 1024));
+  bench->add_option("--duration", load.duration_seconds, "Seconds to run")
+      ->check(CLI::Range(0.1, 86400.0));
+  bench->add_option("--max-requests", load.max_requests, "Stop after this many requests");
+  bench->add_option("--rate", load.rate, "Requests per second over all callers (0 = open)");
+  bench->add_option("--pairs", load.pairs, "Pairs per ScoreLinks request")
+      ->check(CLI::Range(1, 10000));
+  bench->add_option("-k", load.k, "TopK results")->check(CLI::Range(1, 1000));
+  bench
+      ->add_option("--pairs-from", pairs_file,
+                   "Draw src/dst from this event file (default: ids 1..1000)")
+      ->check(CLI::ExistingFile);
+  bench->add_option("--seed", load.seed, "Seed of the drawn pairs");
+  bench->callback([&] { std::exit(Bench(load, pairs_file)); });
 
   CLI::App* health = app.add_subcommand(
       "health", "Ask the grpc.health.v1 service; exit 0 only when SERVING (for probes)");

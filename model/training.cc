@@ -9,7 +9,7 @@
 #include <numeric>
 #include <unordered_map>
 
-#include "model/link_metrics.h"
+#include "common/link_metrics.h"
 
 namespace tlp::model {
 namespace {
@@ -26,37 +26,6 @@ std::vector<int64_t> UniqueSorted(std::vector<int64_t> values) {
   return values;
 }
 
-// Per-batch and pooled scores of one evaluation subset under one negative strategy.
-struct FigureAccumulator {
-  std::vector<double> batch_ap, batch_auc;
-  std::vector<float> pooled_scores;
-  std::vector<int> pooled_labels;
-  int64_t positives = 0;
-
-  void AddBatch(const std::vector<float>& positive, const std::vector<float>& negative) {
-    if (positive.empty()) return;
-    std::vector<float> scores(positive);
-    scores.insert(scores.end(), negative.begin(), negative.end());
-    std::vector<int> labels(positive.size(), 1);
-    labels.resize(scores.size(), 0);
-    batch_ap.push_back(AveragePrecision(scores, labels));
-    batch_auc.push_back(RocAuc(scores, labels));
-    pooled_scores.insert(pooled_scores.end(), scores.begin(), scores.end());
-    pooled_labels.insert(pooled_labels.end(), labels.begin(), labels.end());
-    positives += static_cast<int64_t>(positive.size());
-  }
-
-  LinkFigures Finish() const {
-    LinkFigures figures;
-    figures.ap = Summarize(batch_ap).mean;
-    figures.auc = Summarize(batch_auc).mean;
-    figures.pooled_ap = AveragePrecision(pooled_scores, pooled_labels);
-    figures.pooled_auc = RocAuc(pooled_scores, pooled_labels);
-    figures.positives = positives;
-    return figures;
-  }
-};
-
 std::vector<float> ToVector(const torch::Tensor& tensor) {
   const torch::Tensor cpu = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
   return {cpu.data_ptr<float>(), cpu.data_ptr<float>() + cpu.numel()};
@@ -65,8 +34,8 @@ std::vector<float> ToVector(const torch::Tensor& tensor) {
 }  // namespace
 
 struct Trainer::PeriodResult {
-  FigureAccumulator transductive[kNegativeStrategies];
-  FigureAccumulator inductive[kNegativeStrategies];
+  LinkFigureAccumulator transductive[kNegativeStrategies];
+  LinkFigureAccumulator inductive[kNegativeStrategies];
   double reciprocal_rank_sum = 0;
   int64_t ranked = 0;
   double norm_sum = 0, effective_neighbors_sum = 0;

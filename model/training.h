@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/event_batch.h"
+#include "common/link_metrics.h"
 #include "common/status.h"
 #include "model/neighbor_sampler.h"
 #include "model/temporal_model.h"
@@ -49,12 +50,6 @@ DataSplit SplitChronologically(const TemporalDataset& dataset, uint64_t seed);
 enum class NegativeStrategy { kRandom = 0, kHistorical = 1, kInductive = 2 };
 inline constexpr int kNegativeStrategies = 3;
 const char* StrategyName(NegativeStrategy strategy);
-
-struct LinkFigures {
-  double ap = 0, auc = 0;                // averaged over batches of 200 (TGN / DyGLib style)
-  double pooled_ap = 0, pooled_auc = 0;  // over all scores of the period at once
-  int64_t positives = 0;
-};
 
 struct EvaluationReport {
   LinkFigures transductive[kNegativeStrategies];

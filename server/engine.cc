@@ -12,6 +12,15 @@
 #include "model/temporal_model.h"
 
 namespace tlp::server {
+namespace {
+
+int64_t SteadyMilliseconds() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 // Serves the model's neighbour lookups from the store's index, translating dense model
 // indices to client ids and back.
@@ -75,7 +84,7 @@ Status Engine::SaveMemoryCheckpoint() {
     std::lock_guard lock(model_mutex_);
     state = model_->SaveMemory();
     // Events of the open chunk are in the log but not in memory: replay covers them.
-    watermark = applied_through_ - chunk_src_.size();
+    watermark = memory_through_;
     std::shared_lock ids_lock(ids_mutex_);
     ids = torch::from_blob(id_of_.data(), {static_cast<int64_t>(id_of_.size())}, torch::kInt64)
               .clone();
@@ -102,7 +111,13 @@ Status Engine::SaveMemoryCheckpoint() {
   } catch (const std::exception& error) {
     return Status::IoError(std::string("cannot write memory checkpoint: ") + error.what());
   }
-  checkpointed_at_events_ = events_applied_;
+  {
+    // Events applied after the snapshot was taken are not in it; only the writer applies
+    // events, and it is the caller, so none were.
+    std::lock_guard lock(model_mutex_);
+    checkpointed_at_events_ = events_applied_;
+  }
+  checkpointed_at_ms_ = SteadyMilliseconds();
   spdlog::info("memory checkpoint at sequence {} ({} nodes)", watermark, state.node_count);
   return Status::Ok();
 }
@@ -162,6 +177,7 @@ Status Engine::LoadMemoryCheckpoint(uint64_t* watermark) {
     *watermark = stored_watermark;
     events_applied_ = stored_watermark;
     applied_through_ = stored_watermark;
+    memory_through_ = stored_watermark;
     checkpointed_at_events_ = stored_watermark;
   } catch (const std::exception& error) {
     return Status::Corruption("cannot read memory checkpoint '" + path + "': " + error.what());
@@ -172,6 +188,7 @@ Status Engine::LoadMemoryCheckpoint(uint64_t* watermark) {
 Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engine) {
   std::unique_ptr<Engine> result(new Engine());
   result->options_ = options;
+  result->checkpointed_at_ms_ = SteadyMilliseconds();
   torch::set_num_threads(options.torch_threads);
   std::string note;
   const torch::Device device = model::ResolveDevice(options.device, &note);
@@ -255,6 +272,7 @@ void Engine::FlushChunk() {
   CoverAssignedNodes();
   model_->ApplyEvents(chunk_src_, chunk_dst_, chunk_ts_, chunk_features_);
   events_applied_ += chunk_src_.size();
+  memory_through_ = applied_through_;
   chunk_src_.clear();
   chunk_dst_.clear();
   chunk_ts_.clear();
@@ -399,8 +417,17 @@ ModelInfo Engine::Info() const {
   info.neighbors = static_cast<uint32_t>(config.neighbors);
   std::lock_guard lock(model_mutex_);
   info.events_applied = events_applied_;
-  info.watermark = applied_through_ - chunk_src_.size();
+  info.watermark = memory_through_;
   return info;
+}
+
+double Engine::SecondsSinceCheckpoint() const {
+  return static_cast<double>(SteadyMilliseconds() - checkpointed_at_ms_.load()) / 1000.0;
+}
+
+uint64_t Engine::EventsSinceCheckpoint() const {
+  std::lock_guard lock(model_mutex_);
+  return events_applied_ - checkpointed_at_events_;
 }
 
 }  // namespace tlp::server

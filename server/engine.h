@@ -7,6 +7,7 @@
 // node memory after a restart equals memory from an uninterrupted run.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -93,6 +94,10 @@ class Engine {
   std::vector<uint64_t> KnownDestinations() const;
   Status GetNode(uint64_t node, size_t recent, NodeInfo* info);
   ModelInfo Info() const;
+  // Seconds since node memory was last snapshotted (or since open, when never), and the events
+  // applied since: a restart replays those.
+  double SecondsSinceCheckpoint() const;
+  uint64_t EventsSinceCheckpoint() const;
   const storage::TemporalStore& store() const { return *store_; }
 
  private:
@@ -135,8 +140,10 @@ class Engine {
   std::vector<double> chunk_ts_;
   std::vector<float> chunk_features_;
   uint64_t events_applied_ = 0;
-  uint64_t applied_through_ = 0;  // sequence of the last event in memory
+  uint64_t applied_through_ = 0;  // sequence of the last event queued for memory (writer only)
+  uint64_t memory_through_ = 0;   // sequence of the last event in memory (model_mutex_)
   uint64_t checkpointed_at_events_ = 0;
+  std::atomic<int64_t> checkpointed_at_ms_{0};  // steady clock
 };
 
 }  // namespace tlp::server

@@ -49,13 +49,45 @@ Metrics::Metrics(const std::string& address)
                          .Name("tlpd_attention_mass")
                          .Help("sum w / (sum w^p)^(1/p) of scored endpoints, by role")
                          .Register(*registry_)),
+      requests(prometheus::BuildCounter()
+                   .Name("tlpd_grpc_requests_total")
+                   .Help("tlp.v1 calls answered, by method and gRPC status code")
+                   .Register(*registry_)),
+      ingest_group_size(Histogram(*registry_, "tlpd_ingest_group_submissions",
+                                  "Ingest submissions grouped into one durable append",
+                                  ExponentialBuckets(1, 2, 8))),
+      ingest_queue_events(
+          Gauge(*registry_, "tlpd_ingest_queue_events", "Events waiting for the ingest writer")),
+      score_queue_pairs(
+          Gauge(*registry_, "tlpd_score_queue_pairs", "Pairs waiting for a scoring pass")),
       events_stored(Gauge(*registry_, "tlpd_events_stored", "Events in the store")),
+      events_applied(Gauge(*registry_, "tlpd_events_applied", "Events applied to node memory")),
       nodes_stored(Gauge(*registry_, "tlpd_nodes_stored", "Distinct nodes in the store")),
       live_sst_bytes(Gauge(*registry_, "tlpd_rocksdb_live_sst_bytes", "RocksDB live SST bytes")),
       pending_compaction_bytes(Gauge(*registry_, "tlpd_rocksdb_pending_compaction_bytes",
-                                     "RocksDB estimated pending compaction bytes")) {
+                                     "RocksDB estimated pending compaction bytes")),
+      memtable_bytes(
+          Gauge(*registry_, "tlpd_rocksdb_memtable_bytes", "RocksDB bytes in all memtables")),
+      checkpoint_age(Gauge(*registry_, "tlpd_checkpoint_age_seconds",
+                           "Seconds since node memory was last checkpointed")),
+      events_since_checkpoint(
+          Gauge(*registry_, "tlpd_events_since_checkpoint",
+                "Events applied since the last checkpoint (replayed on restart)")),
+      neighbor_lookups(prometheus::BuildCounter()
+                           .Name("tlpd_neighbor_lookups_total")
+                           .Help("Neighbour list lookups, by result: hit (in-memory cache) or "
+                                 "miss (read from RocksDB)")
+                           .Register(*registry_)),
+      build_info(prometheus::BuildGauge()
+                     .Name("tlpd_build_info")
+                     .Help("Always 1; the labels describe the running build and model")
+                     .Register(*registry_)) {
   exposer_ = std::make_unique<prometheus::Exposer>(address);
   exposer_->RegisterCollectable(registry_);
+}
+
+void Metrics::SetBuildInfo(const std::map<std::string, std::string>& labels) {
+  build_info.Add(labels).Set(1);
 }
 
 }  // namespace tlp::server

@@ -7,6 +7,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -32,10 +33,23 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& representation_norm;  // label role
   prometheus::Family<prometheus::Histogram>& effective_neighbors;
   prometheus::Family<prometheus::Histogram>& attention_mass;
+  prometheus::Family<prometheus::Counter>& requests;  // labels method, code (gRPC status)
+  prometheus::Histogram& ingest_group_size;           // submissions per durable append
+  prometheus::Gauge& ingest_queue_events;
+  prometheus::Gauge& score_queue_pairs;
   prometheus::Gauge& events_stored;
+  prometheus::Gauge& events_applied;
   prometheus::Gauge& nodes_stored;
   prometheus::Gauge& live_sst_bytes;
   prometheus::Gauge& pending_compaction_bytes;
+  prometheus::Gauge& memtable_bytes;
+  prometheus::Gauge& checkpoint_age;
+  prometheus::Gauge& events_since_checkpoint;
+  prometheus::Family<prometheus::Counter>& neighbor_lookups;  // label result (hit, miss)
+  prometheus::Family<prometheus::Gauge>& build_info;          // 1, labels describe the build
+
+  // Sets the build_info series: version, model fingerprint, architecture, p, device.
+  void SetBuildInfo(const std::map<std::string, std::string>& labels);
 
  private:
   std::unique_ptr<prometheus::Exposer> exposer_;

@@ -17,6 +17,11 @@ ScoreBatcher::~ScoreBatcher() {
   worker_.join();
 }
 
+size_t ScoreBatcher::queued_pairs() const {
+  std::lock_guard lock(mutex_);
+  return queued_pairs_;
+}
+
 Status ScoreBatcher::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
   Request request{queries, scores, Status::Ok(), false, std::chrono::steady_clock::now()};
   std::unique_lock lock(mutex_);

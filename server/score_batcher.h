@@ -36,6 +36,8 @@ class ScoreBatcher {
   // Blocks until the queries are scored (in order) or fails as a whole.
   Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores);
 
+  size_t queued_pairs() const;
+
  private:
   struct Request {
     std::span<const LinkQuery> queries;
@@ -49,7 +51,7 @@ class ScoreBatcher {
   Engine& engine_;
   const ScoreBatcherOptions options_;
   const std::function<void(size_t)> on_batch_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable work_;
   std::condition_variable finished_;
   std::deque<Request*> queue_;

@@ -8,11 +8,49 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "server/service.h"
+#include "server/train_command.h"
 
 namespace tlp::server {
+
+namespace {
+
+// Resolves the model checkpoint, training the bundled model when there is none (see
+// ServeOptions::bootstrap). Runs while health says NOT_SERVING.
+Status PrepareModel(const ServeOptions& options, std::string* checkpoint) {
+  *checkpoint = options.engine.checkpoint.empty() ? options.engine.data_dir + "/model.pt"
+                                                  : options.engine.checkpoint;
+  if (std::filesystem::exists(*checkpoint)) return Status::Ok();
+  if (!options.bootstrap) {
+    return Status::NotFound("no model checkpoint at '" + *checkpoint +
+                            "' (train one with `tlpd train`, or drop --no-bootstrap)");
+  }
+  const std::string data =
+      options.bootstrap_data.empty() ? FindBundledData() : options.bootstrap_data;
+  if (data.empty() || !std::filesystem::exists(data)) {
+    return Status::NotFound("no model checkpoint at '" + *checkpoint +
+                            "' and no data to train one (pass --checkpoint or --bootstrap-data)");
+  }
+  spdlog::warn(
+      "no model at {}: training the bundled model on {} (one epoch; a minute or two on 2 "
+      "cores); health stays NOT_SERVING until it is done",
+      *checkpoint, data);
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(*checkpoint).parent_path(), error);
+  const std::string partial = *checkpoint + ".training";
+  Status status =
+      TrainBundledModel(data, partial, options.engine.device, options.engine.torch_threads);
+  if (!status.ok()) return status;
+  // Renamed into place only when complete: a crash mid-training leaves no half model behind.
+  std::filesystem::rename(partial, *checkpoint, error);
+  if (error) return Status::IoError("cannot move the trained model into place: " + error.message());
+  return Status::Ok();
+}
+
+}  // namespace
 
 class Daemon::Impl {
  public:
@@ -50,33 +88,66 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
   spdlog::info("listening on {} (port {}); recovering before serving", options.listen,
                result->port_);
 
-  Status status = Engine::Open(options.engine, &result->engine_);
+  EngineOptions engine_options = options.engine;
+  Status status = PrepareModel(options, &engine_options.checkpoint);
+  if (!status.ok()) return status;
+  status = Engine::Open(engine_options, &result->engine_);
   if (!status.ok()) return status;
   Metrics* metrics = result->metrics_.get();
   result->batcher_ =
       std::make_unique<ScoreBatcher>(*result->engine_, options.batcher, [metrics](size_t pairs) {
         if (metrics) metrics->score_batch_size.Observe(static_cast<double>(pairs));
       });
-  result->impl_->service->SetReady(*result->engine_, *result->batcher_);
+  result->writer_ = std::make_unique<IngestWriter>(
+      *result->engine_, options.writer, [metrics](const AppendReport& report) {
+        if (!metrics) return;
+        metrics->ingest_group_size.Observe(static_cast<double>(report.submissions));
+        metrics->ingest_queue_events.Set(static_cast<double>(report.queued_events));
+      });
+  result->impl_->service->SetReady(*result->engine_, *result->batcher_, *result->writer_);
   result->impl_->server->GetHealthCheckService()->SetServingStatus(true);
-  if (result->metrics_) {
+  if (metrics != nullptr) {
+    const ModelInfo info = result->engine_->Info();
+    metrics->SetBuildInfo({{"version", TLPD_VERSION},
+                           {"architecture", info.architecture},
+                           {"attention_p", std::to_string(info.attention_p)},
+                           {"fingerprint", info.fingerprint},
+                           {"device", info.device}});
     Daemon* self = result.get();
-    result->impl_->stats_thread = std::thread([self] {
-      while (!self->impl_->stopping) {
-        const storage::StoreStats stats = self->engine_->store().Stats();
-        self->metrics_->events_stored.Set(static_cast<double>(stats.events));
-        self->metrics_->nodes_stored.Set(static_cast<double>(stats.nodes));
-        self->metrics_->live_sst_bytes.Set(static_cast<double>(stats.live_sst_bytes));
-        self->metrics_->pending_compaction_bytes.Set(
-            static_cast<double>(stats.pending_compaction_bytes));
-        for (int i = 0; i < 10 && !self->impl_->stopping; ++i) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-      }
-    });
+    result->impl_->stats_thread = std::thread([self] { self->ExportStats(); });
   }
   *daemon = std::move(result);
   return Status::Ok();
+}
+
+void Daemon::ExportStats() {
+  Metrics& metrics = *metrics_;
+  uint64_t hits = 0, misses = 0;
+  while (!impl_->stopping) {
+    const storage::StoreStats stats = engine_->store().Stats();
+    metrics.events_stored.Set(static_cast<double>(stats.events));
+    metrics.nodes_stored.Set(static_cast<double>(stats.nodes));
+    metrics.live_sst_bytes.Set(static_cast<double>(stats.live_sst_bytes));
+    metrics.pending_compaction_bytes.Set(static_cast<double>(stats.pending_compaction_bytes));
+    metrics.memtable_bytes.Set(static_cast<double>(stats.memtable_bytes));
+    metrics.events_applied.Set(static_cast<double>(engine_->Info().events_applied));
+    metrics.checkpoint_age.Set(engine_->SecondsSinceCheckpoint());
+    metrics.events_since_checkpoint.Set(static_cast<double>(engine_->EventsSinceCheckpoint()));
+    metrics.ingest_queue_events.Set(static_cast<double>(writer_->queued_events()));
+    metrics.score_queue_pairs.Set(static_cast<double>(batcher_->queued_pairs()));
+    // The index counts from open; the counters take the difference.
+    const storage::NeighborIndex& neighbors = engine_->store().neighbors();
+    const uint64_t now_hits = neighbors.cache_hits(), now_misses = neighbors.cache_misses();
+    metrics.neighbor_lookups.Add({{"result", "hit"}})
+        .Increment(static_cast<double>(now_hits - hits));
+    metrics.neighbor_lookups.Add({{"result", "miss"}})
+        .Increment(static_cast<double>(now_misses - misses));
+    hits = now_hits;
+    misses = now_misses;
+    for (int i = 0; i < 10 && !impl_->stopping; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
 }
 
 void Daemon::Shutdown(double grace_seconds) {
@@ -88,6 +159,7 @@ void Daemon::Shutdown(double grace_seconds) {
     impl_->server->Wait();
   }
   if (impl_->stats_thread.joinable()) impl_->stats_thread.join();
+  writer_.reset();  // every call has returned, so its queue is empty
   batcher_.reset();
   engine_.reset();
 }
@@ -120,9 +192,17 @@ void AddServeCommand(CLI::App& app) {
   FromEnvironment(
       serve->add_option("--data-dir", options.engine.data_dir, "RocksDB data directory"),
       "TLPD_DATA_DIR");
-  FromEnvironment(serve->add_option("--checkpoint", options.engine.checkpoint,
-                                    "Model checkpoint (tlpd train --out); required"),
-                  "TLPD_CHECKPOINT");
+  FromEnvironment(
+      serve->add_option("--checkpoint", options.engine.checkpoint,
+                        "Model checkpoint (tlpd train --out); default <data-dir>/model.pt, "
+                        "trained from the bundled data on first start when missing"),
+      "TLPD_CHECKPOINT");
+  serve->add_flag("!--no-bootstrap", options.bootstrap,
+                  "Fail instead of training the bundled model when the checkpoint is missing");
+  FromEnvironment(serve->add_option("--bootstrap-data", options.bootstrap_data,
+                                    "Event file the first-start model is trained on (default: "
+                                    "the bundled Wikipedia stream)"),
+                  "TLPD_BOOTSTRAP_DATA");
   FromEnvironment(
       serve->add_option("--device", options.engine.device, "cpu or cuda:N (cpu when no GPU)"),
       "TLPD_DEVICE");
@@ -145,6 +225,14 @@ void AddServeCommand(CLI::App& app) {
       "--score-max-wait-us",
       [](int64_t us) { options.batcher.max_wait = std::chrono::microseconds(us); },
       "Longest a scoring request waits for others to share its pass (default 500)");
+  serve->add_option("--ingest-queue-events", options.writer.max_queued_events,
+                    "Events that may wait for the writer; beyond, RESOURCE_EXHAUSTED");
+  serve->add_option("--ingest-max-append", options.writer.max_append_events,
+                    "Most events the writer groups into one durable append");
+  serve->add_option_function<int64_t>(
+      "--ingest-linger-us",
+      [](int64_t us) { options.writer.linger = std::chrono::microseconds(us); },
+      "How long the writer waits to group more submissions (default 0: only what queued)");
   serve->callback([] {
     // Block the stop signals in every thread; the main thread waits for them below.
     sigset_t signals;
@@ -152,10 +240,6 @@ void AddServeCommand(CLI::App& app) {
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    if (options.engine.checkpoint.empty()) {
-      spdlog::error("--checkpoint (or TLPD_CHECKPOINT) is required: a model from `tlpd train`");
-      std::exit(2);
-    }
     std::unique_ptr<Daemon> daemon;
     const Status status = Daemon::Start(options, &daemon);
     if (!status.ok()) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "server/engine.h"
+#include "server/ingest_writer.h"
 #include "server/metrics.h"
 #include "server/score_batcher.h"
 
@@ -20,6 +21,11 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen = "127.0.0.1:9464";  // empty = no metrics endpoint
   ScoreBatcherOptions batcher;
+  IngestWriterOptions writer;
+  // Without a model at engine.checkpoint (default <data_dir>/model.pt), train the bundled one
+  // on `bootstrap_data` (default: the bundled Wikipedia stream) first; off = fail instead.
+  bool bootstrap = true;
+  std::string bootstrap_data;
 };
 
 // A running daemon: engine, gRPC server (tlp.v1 + health + reflection) and metrics. The gRPC
@@ -37,9 +43,12 @@ class Daemon {
 
  private:
   class Impl;
+  // Every second until shutdown: store, queue and cache figures into the gauges.
+  void ExportStats();
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ScoreBatcher> batcher_;
+  std::unique_ptr<IngestWriter> writer_;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
 };

@@ -108,16 +108,21 @@ class InflightGuard {
 TemporalLinkService::TemporalLinkService(Metrics* metrics, ServiceLimits limits)
     : metrics_(metrics), limits_(limits) {}
 
-void TemporalLinkService::SetReady(Engine& engine, ScoreBatcher& batcher) {
+void TemporalLinkService::SetReady(Engine& engine, ScoreBatcher& batcher, IngestWriter& writer) {
   batcher_.store(&batcher, std::memory_order_release);
+  writer_.store(&writer, std::memory_order_release);
   engine_.store(&engine, std::memory_order_release);
 }
 
-Status TemporalLinkService::IngestOne(Engine& engine, const EventBatch& batch, size_t first_index,
-                                      tlp::v1::IngestSummary* summary) {
+Status TemporalLinkService::IngestOne(grpc::ServerContext* context, const EventBatch& batch,
+                                      size_t first_index, tlp::v1::IngestSummary* summary) {
   const auto start = Clock::now();
   storage::AppendResult result;
-  Status status = engine.Ingest(batch, &result);
+  int64_t retry_after_ms = 0;
+  Status status = writer_.load(std::memory_order_acquire)->Write(batch, &result, &retry_after_ms);
+  if (retry_after_ms > 0 && context != nullptr) {
+    context->AddTrailingMetadata("retry-after-ms", std::to_string(retry_after_ms));
+  }
   if (!status.ok()) {
     if (metrics_)
       metrics_->ingest_events.Add({{"result", "rejected"}})
@@ -132,7 +137,7 @@ Status TemporalLinkService::IngestOne(Engine& engine, const EventBatch& batch, s
   }
   summary->set_accepted(summary->accepted() + result.accepted);
   summary->set_duplicates(summary->duplicates() + result.duplicates);
-  summary->set_last_sequence(engine.store().last_sequence());
+  summary->set_last_sequence(Ready()->store().last_sequence());
   if (metrics_) {
     metrics_->ingest_events.Add({{"result", "accepted"}})
         .Increment(static_cast<double>(result.accepted));
@@ -151,9 +156,9 @@ grpc::Status TemporalLinkService::AdmitIngest(size_t inflight) const {
                                                     " in flight); retry after a short backoff"};
 }
 
-grpc::Status TemporalLinkService::IngestBatch(grpc::ServerContext*,
-                                              const tlp::v1::IngestBatchRequest* request,
-                                              tlp::v1::IngestSummary* summary) {
+grpc::Status TemporalLinkService::HandleIngestBatch(grpc::ServerContext* context,
+                                                    const tlp::v1::IngestBatchRequest* request,
+                                                    tlp::v1::IngestSummary* summary) {
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
   InflightGuard inflight(inflight_ingest_);
@@ -175,12 +180,12 @@ grpc::Status TemporalLinkService::IngestBatch(grpc::ServerContext*,
       return ToGrpc(status);
     }
   }
-  return ToGrpc(IngestOne(*engine, batch, 0, summary));
+  return ToGrpc(IngestOne(context, batch, 0, summary));
 }
 
-grpc::Status TemporalLinkService::IngestEvents(grpc::ServerContext*,
-                                               grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
-                                               tlp::v1::IngestSummary* summary) {
+grpc::Status TemporalLinkService::HandleIngestEvents(grpc::ServerContext* context,
+                                                     grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
+                                                     tlp::v1::IngestSummary* summary) {
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
   InflightGuard inflight(inflight_ingest_);
@@ -195,19 +200,19 @@ grpc::Status TemporalLinkService::IngestEvents(grpc::ServerContext*,
       // Events before this one in the open batch are still made durable: nothing already
       // received and valid is dropped.
       Status flushed =
-          batch.empty() ? Status::Ok() : IngestOne(*engine, batch, batch_start, summary);
+          batch.empty() ? Status::Ok() : IngestOne(context, batch, batch_start, summary);
       summary->set_rejected(summary->rejected() + 1);
       return ToGrpc(flushed.ok() ? status : flushed);
     }
     ++index;
     if (batch.size() >= limits_.stream_batch_events) {
-      status = IngestOne(*engine, batch, batch_start, summary);
+      status = IngestOne(context, batch, batch_start, summary);
       if (!status.ok()) return ToGrpc(status);
       batch.Clear();
       batch_start = index;
     }
   }
-  if (!batch.empty()) return ToGrpc(IngestOne(*engine, batch, batch_start, summary));
+  if (!batch.empty()) return ToGrpc(IngestOne(context, batch, batch_start, summary));
   return grpc::Status::OK;
 }
 
@@ -239,9 +244,8 @@ Status TemporalLinkService::Score(std::span<const LinkQuery> queries,
   return status;
 }
 
-grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext*,
-                                             const tlp::v1::ScoreRequest* request,
-                                             tlp::v1::ScoreResponse* response) {
+grpc::Status TemporalLinkService::HandleScoreLinks(const tlp::v1::ScoreRequest* request,
+                                                   tlp::v1::ScoreResponse* response) {
   if (Ready() == nullptr) return kRecovering;
   const size_t count = request->queries_size();
   if (count == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' is empty"};
@@ -266,8 +270,8 @@ grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status TemporalLinkService::TopK(grpc::ServerContext*, const tlp::v1::TopKRequest* request,
-                                       tlp::v1::TopKResponse* response) {
+grpc::Status TemporalLinkService::HandleTopK(const tlp::v1::TopKRequest* request,
+                                             tlp::v1::TopKResponse* response) {
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
   if (request->k() < 1 || request->k() > limits_.max_k) {
@@ -315,9 +319,8 @@ grpc::Status TemporalLinkService::TopK(grpc::ServerContext*, const tlp::v1::TopK
   return grpc::Status::OK;
 }
 
-grpc::Status TemporalLinkService::GetNodeState(grpc::ServerContext*,
-                                               const tlp::v1::NodeStateRequest* request,
-                                               tlp::v1::NodeStateResponse* response) {
+grpc::Status TemporalLinkService::HandleGetNodeState(const tlp::v1::NodeStateRequest* request,
+                                                     tlp::v1::NodeStateResponse* response) {
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
   if (request->recent_neighbors() > 1000) {
@@ -340,9 +343,7 @@ grpc::Status TemporalLinkService::GetNodeState(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext*,
-                                               const tlp::v1::ModelInfoRequest*,
-                                               tlp::v1::ModelInfoResponse* response) {
+grpc::Status TemporalLinkService::HandleGetModelInfo(tlp::v1::ModelInfoResponse* response) {
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
   const ModelInfo info = engine->Info();
@@ -358,6 +359,67 @@ grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext*,
   response->set_watermark(info.watermark);
   response->set_version(TLPD_VERSION);
   return grpc::Status::OK;
+}
+
+grpc::Status TemporalLinkService::Counted(const char* method, grpc::Status status) {
+  if (metrics_) {
+    static constexpr const char* kCodeNames[] = {"OK",
+                                                 "CANCELLED",
+                                                 "UNKNOWN",
+                                                 "INVALID_ARGUMENT",
+                                                 "DEADLINE_EXCEEDED",
+                                                 "NOT_FOUND",
+                                                 "ALREADY_EXISTS",
+                                                 "PERMISSION_DENIED",
+                                                 "RESOURCE_EXHAUSTED",
+                                                 "FAILED_PRECONDITION",
+                                                 "ABORTED",
+                                                 "OUT_OF_RANGE",
+                                                 "UNIMPLEMENTED",
+                                                 "INTERNAL",
+                                                 "UNAVAILABLE",
+                                                 "DATA_LOSS",
+                                                 "UNAUTHENTICATED"};
+    const auto code = static_cast<size_t>(status.error_code());
+    metrics_->requests.Add({{"method", method}, {"code", code < 17 ? kCodeNames[code] : "UNKNOWN"}})
+        .Increment();
+  }
+  return status;
+}
+
+grpc::Status TemporalLinkService::IngestEvents(grpc::ServerContext* context,
+                                               grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
+                                               tlp::v1::IngestSummary* summary) {
+  return Counted("IngestEvents", HandleIngestEvents(context, reader, summary));
+}
+
+grpc::Status TemporalLinkService::IngestBatch(grpc::ServerContext* context,
+                                              const tlp::v1::IngestBatchRequest* request,
+                                              tlp::v1::IngestSummary* summary) {
+  return Counted("IngestBatch", HandleIngestBatch(context, request, summary));
+}
+
+grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext*,
+                                             const tlp::v1::ScoreRequest* request,
+                                             tlp::v1::ScoreResponse* response) {
+  return Counted("ScoreLinks", HandleScoreLinks(request, response));
+}
+
+grpc::Status TemporalLinkService::TopK(grpc::ServerContext*, const tlp::v1::TopKRequest* request,
+                                       tlp::v1::TopKResponse* response) {
+  return Counted("TopK", HandleTopK(request, response));
+}
+
+grpc::Status TemporalLinkService::GetNodeState(grpc::ServerContext*,
+                                               const tlp::v1::NodeStateRequest* request,
+                                               tlp::v1::NodeStateResponse* response) {
+  return Counted("GetNodeState", HandleGetNodeState(request, response));
+}
+
+grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext*,
+                                               const tlp::v1::ModelInfoRequest*,
+                                               tlp::v1::ModelInfoResponse* response) {
+  return Counted("GetModelInfo", HandleGetModelInfo(response));
 }
 
 }  // namespace tlp::server

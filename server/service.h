@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "server/engine.h"
+#include "server/ingest_writer.h"
 #include "server/metrics.h"
 #include "server/score_batcher.h"
 #include "tlp/v1/tlp.grpc.pb.h"
@@ -29,7 +30,7 @@ grpc::Status ToGrpc(const Status& status);
 class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Service {
  public:
   explicit TemporalLinkService(Metrics* metrics, ServiceLimits limits = {});
-  void SetReady(Engine& engine, ScoreBatcher& batcher);
+  void SetReady(Engine& engine, ScoreBatcher& batcher, IngestWriter& writer);
 
   grpc::Status IngestEvents(grpc::ServerContext* context,
                             grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
@@ -46,8 +47,24 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
                             tlp::v1::ModelInfoResponse* response) override;
 
  private:
-  // Appends `batch` and adds its counts to `summary`; `first_index` offsets error messages.
-  Status IngestOne(Engine& engine, const EventBatch& batch, size_t first_index,
+  // The calls above, before they are counted by method and status code.
+  grpc::Status HandleIngestEvents(grpc::ServerContext* context,
+                                  grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
+                                  tlp::v1::IngestSummary* summary);
+  grpc::Status HandleIngestBatch(grpc::ServerContext* context,
+                                 const tlp::v1::IngestBatchRequest* request,
+                                 tlp::v1::IngestSummary* summary);
+  grpc::Status HandleScoreLinks(const tlp::v1::ScoreRequest* request,
+                                tlp::v1::ScoreResponse* response);
+  grpc::Status HandleTopK(const tlp::v1::TopKRequest* request, tlp::v1::TopKResponse* response);
+  grpc::Status HandleGetNodeState(const tlp::v1::NodeStateRequest* request,
+                                  tlp::v1::NodeStateResponse* response);
+  grpc::Status HandleGetModelInfo(tlp::v1::ModelInfoResponse* response);
+  grpc::Status Counted(const char* method, grpc::Status status);
+
+  // Makes `batch` durable through the writer and adds its counts to `summary`; `first_index`
+  // offsets error messages. A full queue adds the trailer `retry-after-ms`.
+  Status IngestOne(grpc::ServerContext* context, const EventBatch& batch, size_t first_index,
                    tlp::v1::IngestSummary* summary);
   Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores);
   // RESOURCE_EXHAUSTED when more than max_inflight_ingest calls are in flight; else OK.
@@ -57,6 +74,7 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
 
   std::atomic<Engine*> engine_{nullptr};
   std::atomic<ScoreBatcher*> batcher_{nullptr};
+  std::atomic<IngestWriter*> writer_{nullptr};
   Metrics* metrics_;  // may be null (tests)
   ServiceLimits limits_;
   std::atomic<size_t> inflight_ingest_{0};

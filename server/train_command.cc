@@ -2,14 +2,18 @@
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/event_reader.h"
+#include "common/replay_evaluation.h"
 #include "model/checkpoint.h"
 #include "model/training.h"
+#include "server/engine.h"
 
 namespace tlp::server {
 namespace {
@@ -23,9 +27,10 @@ struct TrainSettings {
   model::TrainOptions options;
   int threads = 2;
   bool evaluate = true;
+  bool replay = false;
 };
 
-nlohmann::json FiguresJson(const model::LinkFigures& figures) {
+nlohmann::json FiguresJson(const LinkFigures& figures) {
   return {{"ap", figures.ap},
           {"auc", figures.auc},
           {"pooled_ap", figures.pooled_ap},
@@ -38,7 +43,7 @@ void PrintReport(const model::EvaluationReport& report) {
               "pooled AP", "pooled AUC", "positives");
   for (int s = 0; s < model::kNegativeStrategies; ++s) {
     for (int inductive = 0; inductive < 2; ++inductive) {
-      const model::LinkFigures& f = inductive ? report.inductive[s] : report.transductive[s];
+      const LinkFigures& f = inductive ? report.inductive[s] : report.transductive[s];
       std::printf("%-14s %-11s %8.4f %8.4f %10.4f %10.4f %9lld\n",
                   inductive ? "inductive" : "transductive",
                   model::StrategyName(static_cast<model::NegativeStrategy>(s)), f.ap, f.auc,
@@ -102,20 +107,21 @@ void AddModelOptions(CLI::App* command, TrainSettings& s) {
   command->add_flag("!--no-probe", s.options.probe, "Skip the degree probe");
 }
 
-int RunTrain(TrainSettings& s) {
+int RunTrain(const TrainSettings& s) {
   torch::set_num_threads(s.threads);
   torch::manual_seed(s.options.seed);
   model::TemporalDataset dataset;
   model::DataSplit split;
   if (LoadData(s.data, s.options.seed, &dataset, &split) != 0) return 1;
-  s.config.edge_feature_dim = dataset.feature_dim;
+  model::ModelConfig config = s.config;
+  config.edge_feature_dim = dataset.feature_dim;
   std::string note;
   const torch::Device device = model::ResolveDevice(s.device, &note);
   if (!note.empty()) spdlog::warn("{}", note);
-  model::TemporalLinkModel model(s.config);
+  model::TemporalLinkModel model(config);
   model->to(device);
   model->ResetMemory();
-  spdlog::info("training {} on {}", s.config.ToString(), device.str());
+  spdlog::info("training {} on {}", config.ToString(), device.str());
   model::Trainer trainer(model, dataset, split, s.options);
   const auto history = trainer.Train();
   Status status = model::SaveCheckpoint(s.checkpoint, model);
@@ -124,7 +130,7 @@ int RunTrain(TrainSettings& s) {
     return 1;
   }
   spdlog::info("checkpoint {} (fingerprint {})", s.checkpoint, model::ModelFingerprint(model));
-  nlohmann::json json = {{"config", nlohmann::json::parse(model::ConfigToJson(s.config))},
+  nlohmann::json json = {{"config", nlohmann::json::parse(model::ConfigToJson(config))},
                          {"data", s.data},
                          {"seed", s.options.seed}};
   for (const auto& epoch : history) {
@@ -144,7 +150,90 @@ int RunTrain(TrainSettings& s) {
   return 0;
 }
 
+// The replay protocol against an Engine in process: the same code the daemon runs, without
+// the network, so `tlpctl eval` against a daemon must report the same figures.
+class EngineReplayTarget : public ReplayTarget {
+ public:
+  explicit EngineReplayTarget(Engine& engine, std::string id_prefix)
+      : engine_(engine), id_prefix_(std::move(id_prefix)) {}
+
+  Status Ingest(const EventBatch& events, uint64_t first, uint64_t* last_sequence) override {
+    // The ids tlpctl derives, so that the stores match event for event.
+    batch_ = events;
+    batch_.event_ids.resize(events.size());
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (batch_.event_ids[i].empty())
+        batch_.event_ids[i] = id_prefix_ + ":" + std::to_string(first + i);
+    }
+    storage::AppendResult result;
+    Status status = engine_.Ingest(batch_, &result);
+    if (status.ok()) *last_sequence = engine_.store().last_sequence();
+    return status;
+  }
+  Status Score(std::span<const PairQuery> queries, std::vector<PairScore>* scores) override {
+    queries_.clear();
+    for (const PairQuery& query : queries) queries_.push_back({query.src, query.dst, query.at});
+    Status status = engine_.Score(queries_, &link_scores_);
+    if (!status.ok()) return status;
+    scores->clear();
+    for (const LinkScore& score : link_scores_) {
+      scores->push_back({score.logit, score.src_metrics.representation_norm,
+                         score.dst_metrics.representation_norm});
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Engine& engine_;
+  std::string id_prefix_;
+  EventBatch batch_;
+  std::vector<LinkQuery> queries_;
+  std::vector<LinkScore> link_scores_;
+};
+
+// `tlpd eval --replay`: a fresh engine in a temporary data directory.
+int RunReplayEval(const TrainSettings& s) {
+  EventBatch stream;
+  Status status = EventReader::ReadAll(s.data, &stream);
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return 1;
+  }
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tlpd-replay-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  EngineOptions options;
+  options.data_dir = dir.string();
+  options.checkpoint = s.checkpoint;
+  options.device = s.device;
+  options.torch_threads = s.threads;
+  options.sync_writes = false;
+  options.checkpoint_every_events = 0;
+  ReplayReport report;
+  {
+    std::unique_ptr<Engine> engine;
+    status = Engine::Open(options, &engine);
+    if (status.ok()) {
+      EngineReplayTarget target(*engine, std::filesystem::path(s.data).filename().string());
+      ReplayOptions replay;
+      replay.seed = s.options.seed;
+      replay.mrr_queries = s.options.mrr_queries;
+      replay.mrr_negatives = s.options.mrr_negatives;
+      status = RunReplayEvaluation(stream, replay, target, &report);
+    }
+  }
+  std::filesystem::remove_all(dir);
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return 1;
+  }
+  std::printf("%s", FormatReplayReport(report).c_str());
+  if (!s.json_out.empty()) std::ofstream(s.json_out) << ReplayReportJson(report) << "\n";
+  return 0;
+}
+
 int RunEval(TrainSettings& s) {
+  if (s.replay) return RunReplayEval(s);
   torch::set_num_threads(s.threads);
   model::TemporalDataset dataset;
   model::DataSplit split;
@@ -173,6 +262,29 @@ int RunEval(TrainSettings& s) {
 }
 
 }  // namespace
+
+Status TrainBundledModel(const std::string& data, const std::string& checkpoint,
+                         const std::string& device, int threads) {
+  TrainSettings settings;
+  settings.data = data;
+  settings.checkpoint = checkpoint;
+  settings.device = device;
+  settings.threads = threads;
+  settings.options.epochs = 1;
+  settings.evaluate = false;
+  if (RunTrain(settings) != 0) {
+    return Status::Internal("training the bundled model on " + data + " failed (see the log)");
+  }
+  return Status::Ok();
+}
+
+std::string FindBundledData() {
+  for (const char* directory : {"/usr/share/tlpd/data", TLP_SOURCE_DATA_DIR}) {
+    const std::string path = std::string(directory) + "/wikipedia.csv.gz";
+    if (std::filesystem::exists(path)) return path;
+  }
+  return "";
+}
 
 void AddTrainCommands(CLI::App& app) {
   static TrainSettings train_settings;
@@ -206,6 +318,9 @@ void AddTrainCommands(CLI::App& app) {
   AddModelOptions(eval, eval_settings);
   eval->add_option("--checkpoint", eval_settings.checkpoint, "Checkpoint to evaluate")
       ->check(CLI::ExistingFile);
+  eval->add_flag("--replay", eval_settings.replay,
+                 "Replay protocol (as `tlpctl eval` through a daemon) on a fresh engine in a "
+                 "temporary data directory, instead of the offline TGN protocol");
   eval->add_flag("--probe", eval_settings.options.probe,
                  "Fit the degree probe (log(1 + degree) from embeddings; on by default)");
   eval->callback([] { std::exit(RunEval(eval_settings)); });

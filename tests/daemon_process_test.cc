@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -28,19 +29,31 @@ using std::chrono::seconds;
 
 class DaemonProcess {
  public:
-  DaemonProcess(const std::filesystem::path& dir, int port, int metrics_port) {
+  // `model_args` say where the model comes from; by default the checkpoint in `dir`.
+  DaemonProcess(const std::filesystem::path& dir, int port, int metrics_port,
+                std::vector<std::string> model_args = {}) {
+    if (model_args.empty()) model_args = {"--checkpoint", (dir / "model.pt").string()};
+    std::vector<std::string> args = {TLPD_BINARY,
+                                     "serve",
+                                     "--listen",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--metrics-listen",
+                                     "127.0.0.1:" + std::to_string(metrics_port),
+                                     "--data-dir",
+                                     (dir / "data").string(),
+                                     "--no-sync",
+                                     "--threads",
+                                     "1"};
+    args.insert(args.end(), model_args.begin(), model_args.end());
     pid_ = fork();
     if (pid_ == 0) {
       const std::string log = (dir / "tlpd.log").string();
       freopen(log.c_str(), "a", stderr);
       freopen(log.c_str(), "a", stdout);
-      const std::string listen = "127.0.0.1:" + std::to_string(port);
-      const std::string metrics = "127.0.0.1:" + std::to_string(metrics_port);
-      const std::string data = (dir / "data").string();
-      const std::string checkpoint = (dir / "model.pt").string();
-      execl(TLPD_BINARY, TLPD_BINARY, "serve", "--listen", listen.c_str(), "--metrics-listen",
-            metrics.c_str(), "--data-dir", data.c_str(), "--checkpoint", checkpoint.c_str(),
-            "--no-sync", "--threads", "1", static_cast<char*>(nullptr));
+      std::vector<char*> argv;
+      for (std::string& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(TLPD_BINARY, argv.data());
       _exit(127);
     }
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
@@ -55,6 +68,19 @@ class DaemonProcess {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return false;
+  }
+  // Waits up to `limit` for the process to exit on its own; its status, or -1.
+  int WaitExit(std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = 0;
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
   }
   // Sends `signal` and returns the exit status.
   int Kill(int signal) {
@@ -97,6 +123,11 @@ class DaemonProcessTest : public ::testing::Test {
     metrics_port_ = testing::FreePort();
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Log() const {
+    std::ifstream log(dir_ / "tlpd.log");
+    return {std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>()};
+  }
 
   tlp::v1::IngestSummary Stream(tlp::v1::TemporalLinkPrediction::Stub& stub, size_t begin,
                                 size_t end) {
@@ -204,8 +235,7 @@ TEST_F(DaemonProcessTest, RestartGivesIdenticalScoresAndKillLosesNothing) {
     for (size_t i = 0; i < before.size(); ++i) EXPECT_FLOAT_EQ(after[i], before[i]) << i;
     // The restart restored the memory checkpoint written at shutdown (last full chunk of 200)
     // rather than replaying the whole log.
-    std::ifstream log(dir_ / "tlpd.log");
-    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    const std::string text = Log();
     const std::string restored =
         "restored memory at sequence " + std::to_string(events_.size() / 200 * 200);
     EXPECT_NE(text.find(restored), std::string::npos) << text;
@@ -230,6 +260,87 @@ TEST_F(DaemonProcessTest, RestartGivesIdenticalScoresAndKillLosesNothing) {
   ASSERT_TRUE(stub->GetNodeState(&context, request, &node).ok());
   EXPECT_TRUE(node.known());
   EXPECT_EQ(ScoreFixedQueries(*stub), before);
+}
+
+TEST_F(DaemonProcessTest, FirstStartTrainsAModelWhenThereIsNone) {
+  // A small SNAP file stands in for the bundled stream, to keep the training short.
+  const std::filesystem::path data = dir_ / "first-start.txt";
+  {
+    std::ofstream out(data);
+    out << "src dst time\n";
+    for (size_t i = 0; i < 3000; ++i) {
+      out << events_.src[i] << ' ' << events_.dst[i] << ' ' << events_.ts[i] << '\n';
+    }
+  }
+  {
+    // Refused without a model when bootstrapping is off, naming the missing file.
+    DaemonProcess daemon(dir_, port_, metrics_port_, {"--no-bootstrap"});
+    const int status = daemon.WaitExit(seconds(60));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << status;
+    EXPECT_NE(Log().find((dir_ / "data" / "model.pt").string()), std::string::npos) << Log();
+  }
+  DaemonProcess daemon(dir_, port_, metrics_port_, {"--bootstrap-data", data.string()});
+  ASSERT_TRUE(daemon.WaitServing()) << Log();
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "data" / "model.pt"));
+  EXPECT_NE(Log().find("training the bundled model"), std::string::npos);
+  auto stub = daemon.Stub();
+  grpc::ClientContext context;
+  tlp::v1::ModelInfoResponse info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, {}, &info).ok());
+  EXPECT_EQ(info.architecture(), "tgn");
+  EXPECT_EQ(info.edge_feature_dim(), 0u);
+  EXPECT_EQ(Stream(*stub, 0, 500).accepted(), 500u);
+}
+
+double JsonNumber(const std::filesystem::path& file, const std::string& pointer) {
+  std::ifstream in(file);
+  EXPECT_TRUE(in.good()) << file;
+  return nlohmann::json::parse(in).at(nlohmann::json::json_pointer(pointer)).get<double>();
+}
+
+TEST_F(DaemonProcessTest, TlpctlEvalThroughTheDaemonMatchesTlpdEvalReplay) {
+  const std::filesystem::path stream = dir_ / "stream.txt";
+  {
+    std::ofstream out(stream);
+    out.precision(17);
+    out << "src dst time\n";
+    for (size_t i = 0; i < events_.size(); ++i) {
+      out << events_.src[i] << ' ' << events_.dst[i] << ' ' << events_.ts[i] << '\n';
+    }
+  }
+  const std::string offline = (dir_ / "offline.json").string();
+  const std::string served = (dir_ / "served.json").string();
+  const std::string in_process = std::string(TLPD_BINARY) + " eval --replay --data " +
+                                 stream.string() + " --checkpoint " + (dir_ / "model.pt").string() +
+                                 " --threads 1 --mrr-queries 200 --json-out " + offline + " >>" +
+                                 (dir_ / "eval.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(in_process.c_str()), 0) << in_process;
+
+  DaemonProcess daemon(dir_, port_, metrics_port_);
+  ASSERT_TRUE(daemon.WaitServing());
+  const std::string through_daemon = std::string(TLPCTL_BINARY) +
+                                     " --address 127.0.0.1:" + std::to_string(port_) + " eval " +
+                                     stream.string() + " --mrr-queries 200 --json-out " + served +
+                                     " >>" + (dir_ / "eval.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(through_daemon.c_str()), 0) << through_daemon;
+
+  for (const char* figure :
+       {"/random/ap", "/random/auc", "/historical/ap", "/historical/pooled_auc", "/mrr",
+        "/mean_representation_norm", "/test_events"}) {
+    EXPECT_NEAR(JsonNumber(served, figure), JsonNumber(offline, figure), 1e-9) << figure;
+  }
+  // The figures are real ones, not a degenerate constant.
+  EXPECT_GT(JsonNumber(served, "/random/ap"), 0.5);
+  EXPECT_GT(JsonNumber(served, "/test_events"), 1000);
+
+  // A second evaluation against the same daemon is refused: it has seen the test period.
+  const std::string again =
+      std::string(TLPCTL_BINARY) + " --address 127.0.0.1:" + std::to_string(port_) + " eval " +
+      stream.string() + " --mrr-queries 0 >" + (dir_ / "again.log").string() + " 2>&1";
+  EXPECT_NE(std::system(again.c_str()), 0);
+  std::ifstream log(dir_ / "again.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("empty data directory"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
-#include "model/link_metrics.h"
+#include "common/link_metrics.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-namespace tlp::model {
+namespace tlp {
 namespace {
 
 TEST(LinkMetrics, AveragePrecisionMatchesScikitLearn) {
@@ -33,4 +33,4 @@ TEST(LinkMetrics, SummarizeGivesSampleStd) {
 }
 
 }  // namespace
-}  // namespace tlp::model
+}  // namespace tlp

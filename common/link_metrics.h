@@ -4,10 +4,11 @@
 // compare with the TGN / DyGLib literature.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
-namespace tlp::model {
+namespace tlp {
 
 // labels: 1 = positive, 0 = negative. Returns NaN when either class is absent.
 double AveragePrecision(std::span<const float> scores, std::span<const int> labels);
@@ -24,4 +25,24 @@ struct MeanStd {
 };
 MeanStd Summarize(std::span<const double> values);
 
-}  // namespace tlp::model
+struct LinkFigures {
+  double ap = 0, auc = 0;                // averaged over batches (TGN / DyGLib style)
+  double pooled_ap = 0, pooled_auc = 0;  // over all scores of the period at once
+  int64_t positives = 0;
+};
+
+// Per-batch and pooled figures of positives against one set of negatives.
+class LinkFigureAccumulator {
+ public:
+  // One evaluation batch; an empty one is skipped.
+  void AddBatch(std::span<const float> positive, std::span<const float> negative);
+  LinkFigures Finish() const;
+
+ private:
+  std::vector<double> batch_ap_, batch_auc_;
+  std::vector<float> pooled_scores_;
+  std::vector<int> pooled_labels_;
+  int64_t positives_ = 0;
+};
+
+}  // namespace tlp

@@ -1,11 +1,11 @@
-#include "model/link_metrics.h"
+#include "common/link_metrics.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
-namespace tlp::model {
+namespace tlp {
 namespace {
 
 std::vector<size_t> DescendingOrder(std::span<const float> scores) {
@@ -77,4 +77,28 @@ MeanStd Summarize(std::span<const double> values) {
   return result;
 }
 
-}  // namespace tlp::model
+void LinkFigureAccumulator::AddBatch(std::span<const float> positive,
+                                     std::span<const float> negative) {
+  if (positive.empty()) return;
+  std::vector<float> scores(positive.begin(), positive.end());
+  scores.insert(scores.end(), negative.begin(), negative.end());
+  std::vector<int> labels(positive.size(), 1);
+  labels.resize(scores.size(), 0);
+  batch_ap_.push_back(AveragePrecision(scores, labels));
+  batch_auc_.push_back(RocAuc(scores, labels));
+  pooled_scores_.insert(pooled_scores_.end(), scores.begin(), scores.end());
+  pooled_labels_.insert(pooled_labels_.end(), labels.begin(), labels.end());
+  positives_ += static_cast<int64_t>(positive.size());
+}
+
+LinkFigures LinkFigureAccumulator::Finish() const {
+  LinkFigures figures;
+  figures.ap = Summarize(batch_ap_).mean;
+  figures.auc = Summarize(batch_auc_).mean;
+  figures.pooled_ap = AveragePrecision(pooled_scores_, pooled_labels_);
+  figures.pooled_auc = RocAuc(pooled_scores_, pooled_labels_);
+  figures.positives = positives_;
+  return figures;
+}
+
+}  // namespace tlp

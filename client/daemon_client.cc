@@ -1,0 +1,91 @@
+#include "client/daemon_client.h"
+
+#include <chrono>
+
+namespace tlp::client {
+
+DaemonClient::DaemonClient(std::string address, double timeout_seconds)
+    : address_(std::move(address)),
+      timeout_seconds_(timeout_seconds),
+      stub_(tlp::v1::TemporalLinkPrediction::NewStub(
+          grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()))) {}
+
+void DaemonClient::Prepare(grpc::ClientContext* context) const {
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000)));
+}
+
+Status DaemonClient::FromGrpc(const grpc::Status& status) const {
+  using Code = grpc::StatusCode;
+  const std::string& message = status.error_message();
+  switch (status.error_code()) {
+    case Code::OK:
+      return Status::Ok();
+    case Code::UNAVAILABLE:
+    case Code::DEADLINE_EXCEEDED:
+      return Status::Unavailable("cannot reach tlpd at " + address_ + ": " + message);
+    case Code::INVALID_ARGUMENT:
+      return Status::InvalidArgument(message);
+    case Code::OUT_OF_RANGE:
+      return Status::OutOfRange(message);
+    case Code::NOT_FOUND:
+      return Status::NotFound(message);
+    case Code::FAILED_PRECONDITION:
+      return Status::FailedPrecondition(message);
+    case Code::RESOURCE_EXHAUSTED:
+      return Status::ResourceExhausted(message);
+    default:
+      return Status::Internal("tlpd at " + address_ + " answered " +
+                              std::to_string(static_cast<int>(status.error_code())) + ": " +
+                              message);
+  }
+}
+
+Status DaemonClient::IngestBatch(const EventBatch& events, uint64_t first,
+                                 tlp::v1::IngestSummary* summary) {
+  tlp::v1::IngestBatchRequest request;
+  request.mutable_events()->Reserve(static_cast<int>(events.size()));
+  for (size_t i = 0; i < events.size(); ++i) {
+    auto* event = request.add_events();
+    event->set_src(events.src[i]);
+    event->set_dst(events.dst[i]);
+    event->set_ts(events.ts[i]);
+    const auto features = events.FeaturesOf(i);
+    event->mutable_features()->Add(features.begin(), features.end());
+    event->set_event_id(events.EventIdOf(i).empty() ? id_prefix_ + ":" + std::to_string(first + i)
+                                                    : std::string(events.EventIdOf(i)));
+  }
+  grpc::ClientContext context;
+  Prepare(&context);
+  return FromGrpc(stub_->IngestBatch(&context, request, summary));
+}
+
+Status DaemonClient::Ingest(const EventBatch& events, uint64_t first, uint64_t* last_sequence) {
+  tlp::v1::IngestSummary summary;
+  Status status = IngestBatch(events, first, &summary);
+  if (status.ok()) *last_sequence = summary.last_sequence();
+  return status;
+}
+
+Status DaemonClient::Score(std::span<const PairQuery> queries, std::vector<PairScore>* scores) {
+  tlp::v1::ScoreRequest request;
+  for (const PairQuery& query : queries) {
+    auto* out = request.add_queries();
+    out->set_src(query.src);
+    out->set_dst(query.dst);
+    out->set_at(query.at);
+  }
+  grpc::ClientContext context;
+  Prepare(&context);
+  tlp::v1::ScoreResponse response;
+  Status status = FromGrpc(stub_->ScoreLinks(&context, request, &response));
+  if (!status.ok()) return status;
+  scores->clear();
+  for (const auto& score : response.scores()) {
+    scores->push_back({score.logit(), score.src_metrics().representation_norm(),
+                       score.dst_metrics().representation_norm()});
+  }
+  return Status::Ok();
+}
+
+}  // namespace tlp::client
