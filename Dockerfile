@@ -14,10 +14,10 @@ RUN apt-get update \
       libtorch1.13 libgrpc++1.51 librocksdb7.8 libprometheus-cpp-pull1.0 \
       libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 libopenblas0-serial zlib1g ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --home-dir /var/lib/tlpd --create-home tlpd
+ && useradd --system --uid 10001 --home-dir /var/lib/tlpd --create-home tlpd
 COPY --from=build /src/build/server/tlpd /src/build/client/tlpctl /usr/local/bin/
 COPY --from=build /src/data /usr/share/tlpd/data
-USER tlpd
+USER 10001
 WORKDIR /var/lib/tlpd
 VOLUME /var/lib/tlpd
 EXPOSE 50051 9464

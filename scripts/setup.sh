@@ -19,6 +19,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # Python client example and its test
   python3 python3-grpcio python3-protobuf
+  # tlpctl eval --plot draws with gnuplot
+  gnuplot-nox
+  # deploy checks: promtool, a real Prometheus for the scrape test, YAML parsing of manifests
+  prometheus python3-yaml
 )
 
 SUDO=""
