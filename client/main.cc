@@ -91,9 +91,13 @@ std::string IdPrefix(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
 
-// One progress line, rewritten in place on a terminal.
+// One progress line, rewritten in place on a terminal; into a log, one line every 5 s.
 void Progress(const char* format, auto... values) {
   static const bool terminal = isatty(fileno(stderr));
+  static auto last = std::chrono::steady_clock::time_point();
+  const auto now = std::chrono::steady_clock::now();
+  if (!terminal && now - last < std::chrono::seconds(5)) return;
+  last = now;
   if (terminal) std::fputc('\r', stderr);
   std::fprintf(stderr, format, values...);
   std::fputs(terminal ? "   " : "\n", stderr);

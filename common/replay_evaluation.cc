@@ -87,9 +87,17 @@ Status RunReplayEvaluation(const EventBatch& stream, const ReplayOptions& option
   std::unordered_set<uint64_t> batch_edges;
   double norm_sum = 0, reciprocal_rank_sum = 0;
   uint64_t scored_pairs = 0;
-  for (size_t begin = history; begin < stream.size(); begin += options.batch_size) {
-    const size_t end = std::min(stream.size(), begin + options.batch_size);
+  // Event i has sequence i + 1 (checked above), so a batch ending at a multiple of batch_size
+  // completes a memory chunk with its last event.
+  for (size_t begin = history; begin < stream.size();) {
+    const size_t end =
+        std::min(stream.size(), (begin / options.batch_size + 1) * options.batch_size);
     const size_t count = end - begin;
+    if (count > 1) {
+      Slice(stream, begin, end - 1, &slice);
+      Status status = target.Ingest(slice, begin, &last_sequence);
+      if (!status.ok()) return status;
+    }
     batch_edges.clear();
     for (size_t i = begin; i < end; ++i) batch_edges.insert(EdgeKey(stream.src[i], stream.dst[i]));
     // Rows: positives, random negatives, historical negatives, then MRR negatives.
@@ -148,11 +156,12 @@ Status RunReplayEvaluation(const EventBatch& stream, const ReplayOptions& option
     }
     report->mrr_queries += static_cast<int64_t>(ranked);
 
-    Slice(stream, begin, end, &slice);
-    Status status = target.Ingest(slice, begin, &last_sequence);
+    Slice(stream, end - 1, end, &slice);
+    Status status = target.Ingest(slice, end - 1, &last_sequence);
     if (!status.ok()) return status;
     for (size_t i = begin; i < end; ++i) remember(i);
     if (options.progress) options.progress(end, stream.size());
+    begin = end;
   }
   report->random = random_figures.Finish();
   report->historical = historical_figures.Finish();

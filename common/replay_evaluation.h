@@ -8,11 +8,15 @@
 // Protocol, for a stream sorted by ts:
 //   1. History: the events before the test period (ts <= the 0.85 quantile, the boundary of
 //      the offline protocol's test period) are ingested, in order.
-//   2. Test period, in batches of `batch_size` events: score every positive (src, dst, ts) and
-//      two negatives per positive: "random" (same src, a destination drawn uniformly from those
-//      seen so far) and "historical" (an edge seen before that is not in this batch, else a
-//      random one); the first `mrr_queries` positives are also ranked against `mrr_negatives`
-//      random destinations. Then the batch is ingested.
+//   2. Test period, in batches that end on the target's memory chunks (`batch_size`, equal to
+//      tlpd's chunk of 200 sequences): ingest every event of the batch but its last, score every
+//      positive (src, dst, ts) and two negatives per positive: "random" (same src, a
+//      destination drawn uniformly from those seen so far) and "historical" (an edge seen
+//      before that is not in this batch, else a random one); the first `mrr_queries` positives
+//      are also ranked against `mrr_negatives` random destinations. Then ingest the last event.
+//      So each query sees every event before its time as a neighbour (lookups are strictly
+//      before `at`) and node memory through the previous batch, as in the offline protocol and
+//      as in a live deployment, and never the event it scores.
 // Unlike `tlpd eval` (the TGN/DyGLib offline protocol) no node is held out of the history,
 // because a server cannot un-see what it stored; the figures are therefore transductive.
 #pragma once
@@ -50,7 +54,7 @@ class ReplayTarget {
 };
 
 struct ReplayOptions {
-  size_t batch_size = 200;
+  size_t batch_size = 200;  // must equal the target's memory chunk (tlpd: 200)
   size_t history_batch = 10000;    // events per ingest call for the history
   size_t max_score_pairs = 10000;  // pairs per Score call (the daemon's limit)
   uint64_t seed = 0;
