@@ -54,7 +54,7 @@ class ReplayTarget {
 };
 
 struct ReplayOptions {
-  size_t batch_size = 200;  // must equal the target's memory chunk (tlpd: 200)
+  size_t batch_size = 200;         // must equal the target's memory chunk (tlpd: 200)
   size_t history_batch = 10000;    // events per ingest call for the history
   size_t max_score_pairs = 10000;  // pairs per Score call (the daemon's limit)
   uint64_t seed = 0;
