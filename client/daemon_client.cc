@@ -1,16 +1,64 @@
 #include "client/daemon_client.h"
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
 namespace tlp::client {
 
+namespace {
+
+Status ReadFile(const std::string& path, std::string* contents) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read '" + path + "'");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  *contents = buffer.str();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status OpenChannel(const std::string& address, const ChannelSecurity& security,
+                   std::shared_ptr<grpc::Channel>* channel, std::string* token) {
+  token->clear();
+  if (!security.token_file.empty()) {
+    std::string contents;
+    Status status = ReadFile(security.token_file, &contents);
+    if (!status.ok()) return status;
+    *token = contents.substr(0, contents.find_first_of("\r\n"));
+    if (token->empty())
+      return Status::InvalidArgument("token file '" + security.token_file + "' is empty");
+  }
+  if (security.tls_ca.empty() && security.tls_cert.empty()) {
+    *channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    return Status::Ok();
+  }
+  grpc::SslCredentialsOptions ssl;
+  Status status =
+      security.tls_ca.empty() ? Status::Ok() : ReadFile(security.tls_ca, &ssl.pem_root_certs);
+  if (status.ok() && !security.tls_cert.empty()) {
+    status = ReadFile(security.tls_cert, &ssl.pem_cert_chain);
+    if (status.ok()) status = ReadFile(security.tls_key, &ssl.pem_private_key);
+  }
+  if (!status.ok()) return status;
+  *channel = grpc::CreateChannel(address, grpc::SslCredentials(ssl));
+  return Status::Ok();
+}
+
 DaemonClient::DaemonClient(std::string address, double timeout_seconds)
+    : DaemonClient(address, timeout_seconds,
+                   grpc::CreateChannel(address, grpc::InsecureChannelCredentials()), "") {}
+
+DaemonClient::DaemonClient(std::string address, double timeout_seconds,
+                           std::shared_ptr<grpc::Channel> channel, std::string token)
     : address_(std::move(address)),
       timeout_seconds_(timeout_seconds),
-      stub_(tlp::v1::TemporalLinkPrediction::NewStub(
-          grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()))) {}
+      token_(std::move(token)),
+      stub_(tlp::v1::TemporalLinkPrediction::NewStub(channel)) {}
 
 void DaemonClient::Prepare(grpc::ClientContext* context) const {
+  if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000)));
 }
@@ -34,6 +82,9 @@ Status DaemonClient::FromGrpc(const grpc::Status& status) const {
       return Status::FailedPrecondition(message);
     case Code::RESOURCE_EXHAUSTED:
       return Status::ResourceExhausted(message);
+    case Code::UNAUTHENTICATED:
+      return Status::FailedPrecondition("tlpd at " + address_ +
+                                        " refused the credentials: " + message);
     default:
       return Status::Internal("tlpd at " + address_ + " answered " +
                               std::to_string(static_cast<int>(status.error_code())) + ": " +

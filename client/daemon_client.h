@@ -15,9 +15,24 @@
 
 namespace tlp::client {
 
+// How to reach a daemon started with --tls-* / --token-file; empty fields are off.
+struct ChannelSecurity {
+  std::string tls_ca;      // PEM roots to verify the server (TLS on when set)
+  std::string tls_cert;    // PEM client certificate, for mutual TLS
+  std::string tls_key;     // its private key
+  std::string token_file;  // bearer token sent with every tlp.v1 call (first line)
+};
+
+// A channel to `address` with `security`; *token is the bearer token ("" = none).
+Status OpenChannel(const std::string& address, const ChannelSecurity& security,
+                   std::shared_ptr<grpc::Channel>* channel, std::string* token);
+
 class DaemonClient : public ReplayTarget {
  public:
+  // Plaintext, no token.
   DaemonClient(std::string address, double timeout_seconds);
+  DaemonClient(std::string address, double timeout_seconds, std::shared_ptr<grpc::Channel> channel,
+               std::string token);
 
   // Sends events [first, first + events.size()) of a stream in one IngestBatch; events without
   // an id get "<id_prefix>:<position>".
@@ -29,7 +44,7 @@ class DaemonClient : public ReplayTarget {
   Status Ingest(const EventBatch& events, uint64_t first, uint64_t* last_sequence) override;
   Status Score(std::span<const PairQuery> queries, std::vector<PairScore>* scores) override;
 
-  // A context carrying the deadline, for calls made on stub() directly.
+  // A context carrying the deadline and the token, for calls made on stub() directly.
   void Prepare(grpc::ClientContext* context) const;
   // Translates a failed call, naming the address for "cannot reach".
   Status FromGrpc(const grpc::Status& status) const;
@@ -39,6 +54,7 @@ class DaemonClient : public ReplayTarget {
  private:
   std::string address_;
   double timeout_seconds_;
+  std::string token_;
   std::string id_prefix_ = "stream";
   std::unique_ptr<tlp::v1::TemporalLinkPrediction::Stub> stub_;
 };

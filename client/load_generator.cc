@@ -26,20 +26,17 @@ double Percentile(std::vector<double>& sorted, double q) {
 
 }  // namespace
 
-Status RunLoad(const std::string& address, double timeout_seconds, const LoadOptions& options,
-               LoadReport* report) {
+Status RunLoad(DaemonClient& client, const LoadOptions& options, LoadReport* report) {
   *report = LoadReport();
-  if (!IsLoopback(address)) {
+  if (!IsLoopback(client.address())) {
     return Status::InvalidArgument(
-        "tlpctl bench only targets loopback addresses (127.x, "
-        "localhost, [::1]); got " +
-        address);
+        "tlpctl bench only targets loopback addresses (127.x, localhost, [::1]); got " +
+        client.address());
   }
   if (options.kind != "score" && options.kind != "topk") {
     return Status::InvalidArgument("--kind must be score or topk, not " + options.kind);
   }
   if (options.concurrency < 1) return Status::InvalidArgument("--concurrency must be >= 1");
-  DaemonClient client(address, timeout_seconds);
   const auto start = Clock::now();
   const auto end = start + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(options.duration_seconds));

@@ -39,7 +39,6 @@ struct LoadReport {
 
 // Refuses addresses that are not loopback: the generator is for measuring, not for load on
 // someone else's machine.
-Status RunLoad(const std::string& address, double timeout_seconds, const LoadOptions& options,
-               LoadReport* report);
+Status RunLoad(DaemonClient& client, const LoadOptions& options, LoadReport* report);
 
 }  // namespace tlp::client

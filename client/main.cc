@@ -27,6 +27,7 @@ struct Global {
   std::string address = "127.0.0.1:50051";
   bool json = false;
   double timeout_seconds = 30;
+  tlp::client::ChannelSecurity security;
 };
 
 Global global;
@@ -35,13 +36,23 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-tlp::client::DaemonClient Connect() {
-  return tlp::client::DaemonClient(global.address, global.timeout_seconds);
-}
-
 int Fail(const tlp::Status& status) {
   std::fprintf(stderr, "tlpctl: %s\n", status.ToString().c_str());
   return 1;
+}
+
+std::shared_ptr<grpc::Channel> Channel(std::string* token) {
+  std::shared_ptr<grpc::Channel> channel;
+  const tlp::Status status =
+      tlp::client::OpenChannel(global.address, global.security, &channel, token);
+  if (!status.ok()) std::exit(Fail(status));
+  return channel;
+}
+
+tlp::client::DaemonClient Connect() {
+  std::string token;
+  std::shared_ptr<grpc::Channel> channel = Channel(&token);
+  return tlp::client::DaemonClient(global.address, global.timeout_seconds, channel, token);
 }
 
 nlohmann::json MetricsJson(const tlp::v1::RepresentationMetrics& m) {
@@ -225,8 +236,8 @@ int Bench(tlp::client::LoadOptions& options, const std::string& pairs_file) {
     options.destinations = stream.dst;
   }
   tlp::client::LoadReport report;
-  tlp::Status status =
-      tlp::client::RunLoad(global.address, global.timeout_seconds, options, &report);
+  tlp::client::DaemonClient client = Connect();
+  tlp::Status status = tlp::client::RunLoad(client, options, &report);
   if (!status.ok()) return Fail(status);
   if (global.json) {
     std::printf("%s\n", nlohmann::json({{"kind", options.kind},
@@ -270,6 +281,15 @@ int main(int argc, char** argv) {
   app.add_option("--address", global.address, "tlpd gRPC address host:port");
   app.add_flag("--json", global.json, "Print JSON instead of tables");
   app.add_option("--timeout", global.timeout_seconds, "Per-request deadline in seconds");
+  app.add_option("--tls-ca", global.security.tls_ca, "PEM roots: connect over TLS")
+      ->envname("TLPCTL_TLS_CA");
+  app.add_option("--tls-cert", global.security.tls_cert, "PEM client certificate (mutual TLS)")
+      ->envname("TLPCTL_TLS_CERT");
+  app.add_option("--tls-key", global.security.tls_key, "PEM client key (mutual TLS)")
+      ->envname("TLPCTL_TLS_KEY");
+  app.add_option("--token-file", global.security.token_file,
+                 "File whose first line is the bearer token")
+      ->envname("TLPCTL_TOKEN_FILE");
 
   std::string file;
   size_t batch_size = 5000;
@@ -413,7 +433,8 @@ int main(int argc, char** argv) {
   CLI::App* health = app.add_subcommand(
       "health", "Ask the grpc.health.v1 service; exit 0 only when SERVING (for probes)");
   health->callback([&] {
-    const auto channel = grpc::CreateChannel(global.address, grpc::InsecureChannelCredentials());
+    std::string token;
+    const auto channel = Channel(&token);
     const client::Health state = client::CheckHealth(
         channel, std::chrono::milliseconds(static_cast<int64_t>(global.timeout_seconds * 1000)));
     const char* names[] = {"UNREACHABLE", "UNKNOWN", "SERVING", "NOT_SERVING"};

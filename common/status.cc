@@ -20,6 +20,8 @@ const char* CodeName(Status::Code code) {
       return "RESOURCE_EXHAUSTED";
     case Status::Code::kUnavailable:
       return "UNAVAILABLE";
+    case Status::Code::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
     case Status::Code::kCorruption:
       return "CORRUPTION";
     case Status::Code::kIoError:

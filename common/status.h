@@ -21,6 +21,7 @@ class Status {
     kFailedPrecondition,  // state is wrong for the call (e.g. schema version mismatch)
     kResourceExhausted,   // a bounded queue is full; retry later
     kUnavailable,         // recovering or draining
+    kDeadlineExceeded,    // the caller's deadline passed before the work was done
     kCorruption,          // stored data cannot be decoded
     kIoError,             // the operating system or RocksDB failed an I/O
     kInternal,            // a bug
@@ -42,6 +43,9 @@ class Status {
     return {Code::kResourceExhausted, message};
   }
   static Status Unavailable(std::string_view message) { return {Code::kUnavailable, message}; }
+  static Status DeadlineExceeded(std::string_view message) {
+    return {Code::kDeadlineExceeded, message};
+  }
   static Status Corruption(std::string_view message) { return {Code::kCorruption, message}; }
   static Status IoError(std::string_view message) { return {Code::kIoError, message}; }
   static Status Internal(std::string_view message) { return {Code::kInternal, message}; }

@@ -23,6 +23,8 @@ PACKAGES=(
   gnuplot-nox
   # deploy checks: promtool, a real Prometheus for the scrape test, YAML parsing of manifests
   prometheus python3-yaml
+  # certificates for the TLS test; clang for the libFuzzer targets
+  openssl clang libclang-rt-14-dev
 )
 
 SUDO=""

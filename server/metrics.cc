@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include "server/security.h"
+
 namespace tlp::server {
 namespace {
 
@@ -84,6 +86,17 @@ Metrics::Metrics(const std::string& address)
                      .Register(*registry_)) {
   exposer_ = std::make_unique<prometheus::Exposer>(address);
   exposer_->RegisterCollectable(registry_);
+}
+
+void Metrics::RequireBasicAuth(std::vector<std::string> credentials) {
+  exposer_->RegisterAuth(
+      [credentials = std::move(credentials)](const std::string& user, const std::string& password) {
+        bool accepted = false;
+        for (const std::string& pair : credentials)
+          accepted |= ConstantTimeEquals(user + ":" + password, pair);
+        return accepted;
+      },
+      "tlpd");
 }
 
 void Metrics::SetBuildInfo(const std::map<std::string, std::string>& labels) {

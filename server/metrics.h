@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tlp::server {
 
@@ -19,6 +20,8 @@ class Metrics {
   explicit Metrics(const std::string& address);
 
   prometheus::Registry& registry() { return *registry_; }
+  // Requires HTTP basic auth with one of these "user:password" pairs on /metrics.
+  void RequireBasicAuth(std::vector<std::string> credentials);
 
  private:
   // Declared first: every family below is created in it.

@@ -22,8 +22,9 @@ size_t ScoreBatcher::queued_pairs() const {
   return queued_pairs_;
 }
 
-Status ScoreBatcher::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
-  Request request{queries, scores, Status::Ok(), false, std::chrono::steady_clock::now()};
+Status ScoreBatcher::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores,
+                           std::chrono::system_clock::time_point deadline) {
+  Request request{queries, scores, Status::Ok(), false, std::chrono::steady_clock::now(), deadline};
   std::unique_lock lock(mutex_);
   if (stopping_) return Status::Unavailable("tlpd is shutting down");
   if (queued_pairs_ + queries.size() > options_.max_queued_pairs && queued_pairs_ > 0) {
@@ -52,13 +53,22 @@ void ScoreBatcher::Run() {
     if (stopping_) break;
     taken.clear();
     size_t pairs = 0;
+    const auto now = std::chrono::system_clock::now();
     while (!queue_.empty() &&
            (taken.empty() || pairs + queue_.front()->queries.size() <= options_.max_batch_pairs)) {
-      taken.push_back(queue_.front());
-      pairs += queue_.front()->queries.size();
-      queued_pairs_ -= queue_.front()->queries.size();
+      Request* request = queue_.front();
       queue_.pop_front();
+      queued_pairs_ -= request->queries.size();
+      if (request->deadline <= now) {
+        request->status = Status::DeadlineExceeded("the request's deadline passed while queued");
+        request->done = true;
+        finished_.notify_all();
+        continue;
+      }
+      taken.push_back(request);
+      pairs += request->queries.size();
     }
+    if (taken.empty()) continue;
     lock.unlock();
     queries.clear();
     for (const Request* request : taken) {

@@ -33,8 +33,11 @@ class ScoreBatcher {
                std::function<void(size_t pairs)> on_batch = {});
   ~ScoreBatcher();  // fails queued requests with UNAVAILABLE, then stops the worker
 
-  // Blocks until the queries are scored (in order) or fails as a whole.
-  Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores);
+  // Blocks until the queries are scored (in order) or fails as a whole. A request still queued
+  // at its `deadline` is dropped unscored with DEADLINE_EXCEEDED: its caller has gone.
+  Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores,
+               std::chrono::system_clock::time_point deadline =
+                   std::chrono::system_clock::time_point::max());
 
   size_t queued_pairs() const;
 
@@ -45,6 +48,7 @@ class ScoreBatcher {
     Status status;
     bool done = false;
     std::chrono::steady_clock::time_point arrival;
+    std::chrono::system_clock::time_point deadline;
   };
   void Run();
 

@@ -73,11 +73,28 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
                                  error.what());
     }
   }
+  if (result->metrics_ && !options.security.metrics_auth_file.empty()) {
+    std::vector<std::string> credentials;
+    Status status = ReadSecrets(options.security.metrics_auth_file, &credentials);
+    if (!status.ok()) return status;
+    result->metrics_->RequireBasicAuth(std::move(credentials));
+  }
+  if (!options.security.token_file.empty()) {
+    std::vector<std::string> tokens;
+    Status status = ReadSecrets(options.security.token_file, &tokens);
+    if (!status.ok()) return status;
+    result->authenticator_ = std::make_unique<TokenAuthenticator>(std::move(tokens));
+  }
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (Status status = MakeServerCredentials(options.security, &credentials); !status.ok()) {
+    return status;
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  result->impl_->service = std::make_unique<TemporalLinkService>(result->metrics_.get());
+  result->impl_->service = std::make_unique<TemporalLinkService>(
+      result->metrics_.get(), ServiceLimits{}, result->authenticator_.get());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &result->port_);
+  builder.AddListeningPort(options.listen, credentials, &result->port_);
   builder.RegisterService(result->impl_->service.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
   result->impl_->server = builder.BuildAndStart();
@@ -225,6 +242,20 @@ void AddServeCommand(CLI::App& app) {
       "--score-max-wait-us",
       [](int64_t us) { options.batcher.max_wait = std::chrono::microseconds(us); },
       "Longest a scoring request waits for others to share its pass (default 500)");
+  FromEnvironment(serve->add_option("--tls-cert", options.security.tls_cert,
+                                    "PEM certificate chain: serve gRPC over TLS"),
+                  "TLPD_TLS_CERT");
+  FromEnvironment(serve->add_option("--tls-key", options.security.tls_key, "PEM private key"),
+                  "TLPD_TLS_KEY");
+  FromEnvironment(serve->add_option("--tls-client-ca", options.security.tls_client_ca,
+                                    "PEM CA bundle: require client certificates (mutual TLS)"),
+                  "TLPD_TLS_CLIENT_CA");
+  FromEnvironment(serve->add_option("--token-file", options.security.token_file,
+                                    "Bearer tokens, one per line: tlp.v1 calls must present one"),
+                  "TLPD_TOKEN_FILE");
+  FromEnvironment(serve->add_option("--metrics-auth-file", options.security.metrics_auth_file,
+                                    "user:password lines: /metrics requires HTTP basic auth"),
+                  "TLPD_METRICS_AUTH_FILE");
   serve->add_option("--ingest-queue-events", options.writer.max_queued_events,
                     "Events that may wait for the writer; beyond, RESOURCE_EXHAUSTED");
   serve->add_option("--ingest-max-append", options.writer.max_append_events,

@@ -9,6 +9,7 @@
 #include "server/ingest_writer.h"
 #include "server/metrics.h"
 #include "server/score_batcher.h"
+#include "server/security.h"
 
 namespace grpc {
 class Server;
@@ -26,6 +27,7 @@ struct ServeOptions {
   // on `bootstrap_data` (default: the bundled Wikipedia stream) first; off = fail instead.
   bool bootstrap = true;
   std::string bootstrap_data;
+  SecurityOptions security;
 };
 
 // A running daemon: engine, gRPC server (tlp.v1 + health + reflection) and metrics. The gRPC
@@ -49,6 +51,7 @@ class Daemon {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ScoreBatcher> batcher_;
   std::unique_ptr<IngestWriter> writer_;
+  std::unique_ptr<TokenAuthenticator> authenticator_;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
 };

@@ -78,6 +78,8 @@ grpc::Status ToGrpc(const Status& status) {
       return {grpc::StatusCode::RESOURCE_EXHAUSTED, status.message()};
     case Code::kUnavailable:
       return {grpc::StatusCode::UNAVAILABLE, status.message()};
+    case Code::kDeadlineExceeded:
+      return {grpc::StatusCode::DEADLINE_EXCEEDED, status.message()};
     case Code::kCorruption:
     case Code::kIoError:
     case Code::kInternal:
@@ -105,8 +107,9 @@ class InflightGuard {
 
 }  // namespace
 
-TemporalLinkService::TemporalLinkService(Metrics* metrics, ServiceLimits limits)
-    : metrics_(metrics), limits_(limits) {}
+TemporalLinkService::TemporalLinkService(Metrics* metrics, ServiceLimits limits,
+                                         const TokenAuthenticator* authenticator)
+    : metrics_(metrics), authenticator_(authenticator), limits_(limits) {}
 
 void TemporalLinkService::SetReady(Engine& engine, ScoreBatcher& batcher, IngestWriter& writer) {
   batcher_.store(&batcher, std::memory_order_release);
@@ -217,9 +220,10 @@ grpc::Status TemporalLinkService::HandleIngestEvents(grpc::ServerContext* contex
 }
 
 Status TemporalLinkService::Score(std::span<const LinkQuery> queries,
-                                  std::vector<LinkScore>* scores) {
+                                  std::vector<LinkScore>* scores,
+                                  std::chrono::system_clock::time_point deadline) {
   const auto start = Clock::now();
-  Status status = batcher_.load(std::memory_order_acquire)->Score(queries, scores);
+  Status status = batcher_.load(std::memory_order_acquire)->Score(queries, scores, deadline);
   if (status.ok() && metrics_) {
     metrics_->score_latency.Observe(SecondsSince(start));
     static const prometheus::Histogram::BucketBoundaries kNormBuckets = {0.5, 1,  2,  4,
@@ -244,7 +248,8 @@ Status TemporalLinkService::Score(std::span<const LinkQuery> queries,
   return status;
 }
 
-grpc::Status TemporalLinkService::HandleScoreLinks(const tlp::v1::ScoreRequest* request,
+grpc::Status TemporalLinkService::HandleScoreLinks(grpc::ServerContext* context,
+                                                   const tlp::v1::ScoreRequest* request,
                                                    tlp::v1::ScoreResponse* response) {
   if (Ready() == nullptr) return kRecovering;
   const size_t count = request->queries_size();
@@ -264,13 +269,14 @@ grpc::Status TemporalLinkService::HandleScoreLinks(const tlp::v1::ScoreRequest* 
     queries[i] = {query.src(), query.dst(), query.at()};
   }
   std::vector<LinkScore> scores;
-  Status status = Score(queries, &scores);
+  Status status = Score(queries, &scores, context->deadline());
   if (!status.ok()) return ToGrpc(status);
   for (const LinkScore& score : scores) FillScore(score, response->add_scores());
   return grpc::Status::OK;
 }
 
-grpc::Status TemporalLinkService::HandleTopK(const tlp::v1::TopKRequest* request,
+grpc::Status TemporalLinkService::HandleTopK(grpc::ServerContext* context,
+                                             const tlp::v1::TopKRequest* request,
                                              tlp::v1::TopKResponse* response) {
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
@@ -307,7 +313,7 @@ grpc::Status TemporalLinkService::HandleTopK(const tlp::v1::TopKRequest* request
   for (size_t begin = 0; begin < queries.size(); begin += limits_.max_score_pairs) {
     std::vector<LinkScore> part;
     const size_t size = std::min(limits_.max_score_pairs, queries.size() - begin);
-    Status status = Score(std::span(queries).subspan(begin, size), &part);
+    Status status = Score(std::span(queries).subspan(begin, size), &part, context->deadline());
     if (!status.ok()) return ToGrpc(status);
     scores.insert(scores.end(), part.begin(), part.end());
   }
@@ -387,39 +393,56 @@ grpc::Status TemporalLinkService::Counted(const char* method, grpc::Status statu
   return status;
 }
 
+grpc::Status TemporalLinkService::Authorize(const grpc::ServerContext& context) const {
+  return authenticator_ ? authenticator_->Check(context) : grpc::Status::OK;
+}
+
 grpc::Status TemporalLinkService::IngestEvents(grpc::ServerContext* context,
                                                grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
                                                tlp::v1::IngestSummary* summary) {
-  return Counted("IngestEvents", HandleIngestEvents(context, reader, summary));
+  grpc::Status status = Authorize(*context);
+  if (status.ok()) status = HandleIngestEvents(context, reader, summary);
+  return Counted("IngestEvents", status);
 }
 
 grpc::Status TemporalLinkService::IngestBatch(grpc::ServerContext* context,
                                               const tlp::v1::IngestBatchRequest* request,
                                               tlp::v1::IngestSummary* summary) {
-  return Counted("IngestBatch", HandleIngestBatch(context, request, summary));
+  grpc::Status status = Authorize(*context);
+  if (status.ok()) status = HandleIngestBatch(context, request, summary);
+  return Counted("IngestBatch", status);
 }
 
-grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext*,
+grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext* context,
                                              const tlp::v1::ScoreRequest* request,
                                              tlp::v1::ScoreResponse* response) {
-  return Counted("ScoreLinks", HandleScoreLinks(request, response));
+  grpc::Status status = Authorize(*context);
+  if (status.ok()) status = HandleScoreLinks(context, request, response);
+  return Counted("ScoreLinks", status);
 }
 
-grpc::Status TemporalLinkService::TopK(grpc::ServerContext*, const tlp::v1::TopKRequest* request,
+grpc::Status TemporalLinkService::TopK(grpc::ServerContext* context,
+                                       const tlp::v1::TopKRequest* request,
                                        tlp::v1::TopKResponse* response) {
-  return Counted("TopK", HandleTopK(request, response));
+  grpc::Status status = Authorize(*context);
+  if (status.ok()) status = HandleTopK(context, request, response);
+  return Counted("TopK", status);
 }
 
-grpc::Status TemporalLinkService::GetNodeState(grpc::ServerContext*,
+grpc::Status TemporalLinkService::GetNodeState(grpc::ServerContext* context,
                                                const tlp::v1::NodeStateRequest* request,
                                                tlp::v1::NodeStateResponse* response) {
-  return Counted("GetNodeState", HandleGetNodeState(request, response));
+  grpc::Status status = Authorize(*context);
+  if (status.ok()) status = HandleGetNodeState(request, response);
+  return Counted("GetNodeState", status);
 }
 
-grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext*,
+grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext* context,
                                                const tlp::v1::ModelInfoRequest*,
                                                tlp::v1::ModelInfoResponse* response) {
-  return Counted("GetModelInfo", HandleGetModelInfo(response));
+  grpc::Status status = Authorize(*context);
+  if (status.ok()) status = HandleGetModelInfo(response);
+  return Counted("GetModelInfo", status);
 }
 
 }  // namespace tlp::server

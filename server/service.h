@@ -10,6 +10,7 @@
 #include "server/ingest_writer.h"
 #include "server/metrics.h"
 #include "server/score_batcher.h"
+#include "server/security.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
 namespace tlp::server {
@@ -29,7 +30,9 @@ grpc::Status ToGrpc(const Status& status);
 // gRPC server and its health service can start first.
 class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Service {
  public:
-  explicit TemporalLinkService(Metrics* metrics, ServiceLimits limits = {});
+  // `authenticator` (may be null: no token required) must outlive the service.
+  TemporalLinkService(Metrics* metrics, ServiceLimits limits = {},
+                      const TokenAuthenticator* authenticator = nullptr);
   void SetReady(Engine& engine, ScoreBatcher& batcher, IngestWriter& writer);
 
   grpc::Status IngestEvents(grpc::ServerContext* context,
@@ -54,19 +57,22 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
   grpc::Status HandleIngestBatch(grpc::ServerContext* context,
                                  const tlp::v1::IngestBatchRequest* request,
                                  tlp::v1::IngestSummary* summary);
-  grpc::Status HandleScoreLinks(const tlp::v1::ScoreRequest* request,
+  grpc::Status HandleScoreLinks(grpc::ServerContext* context, const tlp::v1::ScoreRequest* request,
                                 tlp::v1::ScoreResponse* response);
-  grpc::Status HandleTopK(const tlp::v1::TopKRequest* request, tlp::v1::TopKResponse* response);
+  grpc::Status HandleTopK(grpc::ServerContext* context, const tlp::v1::TopKRequest* request,
+                          tlp::v1::TopKResponse* response);
   grpc::Status HandleGetNodeState(const tlp::v1::NodeStateRequest* request,
                                   tlp::v1::NodeStateResponse* response);
   grpc::Status HandleGetModelInfo(tlp::v1::ModelInfoResponse* response);
   grpc::Status Counted(const char* method, grpc::Status status);
+  grpc::Status Authorize(const grpc::ServerContext& context) const;
 
   // Makes `batch` durable through the writer and adds its counts to `summary`; `first_index`
   // offsets error messages. A full queue adds the trailer `retry-after-ms`.
   Status IngestOne(grpc::ServerContext* context, const EventBatch& batch, size_t first_index,
                    tlp::v1::IngestSummary* summary);
-  Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores);
+  Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores,
+               std::chrono::system_clock::time_point deadline);
   // RESOURCE_EXHAUSTED when more than max_inflight_ingest calls are in flight; else OK.
   grpc::Status AdmitIngest(size_t inflight) const;
   // The engine once ready, else null.
@@ -76,6 +82,7 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
   std::atomic<ScoreBatcher*> batcher_{nullptr};
   std::atomic<IngestWriter*> writer_{nullptr};
   Metrics* metrics_;  // may be null (tests)
+  const TokenAuthenticator* authenticator_;
   ServiceLimits limits_;
   std::atomic<size_t> inflight_ingest_{0};
 };

@@ -14,11 +14,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "client/health_check.h"
 #include "common/event_reader.h"
 #include "model/checkpoint.h"
+#include "storage/temporal_store.h"
 #include "tests/test_support.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
@@ -56,15 +58,20 @@ class DaemonProcess {
       execv(TLPD_BINARY, argv.data());
       _exit(127);
     }
-    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                   grpc::InsecureChannelCredentials());
+    address_ = "127.0.0.1:" + std::to_string(port);
   }
   ~DaemonProcess() { Kill(SIGKILL); }
 
   // Waits up to 60 s for health SERVING.
   bool WaitServing() {
     for (int i = 0; i < 600; ++i) {
-      if (client::CheckHealth(channel_) == client::Health::kServing) return true;
+      // A fresh channel per probe: one made before the daemon listened sits in gRPC's reconnect
+      // backoff for seconds after it does.
+      grpc::ChannelArguments arguments;
+      arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      const auto probe =
+          grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), arguments);
+      if (client::CheckHealth(probe) == client::Health::kServing) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return false;
@@ -91,13 +98,15 @@ class DaemonProcess {
     pid_ = 0;
     return status;
   }
+  // A stub on a channel made once the daemon serves (see WaitServing).
   std::unique_ptr<tlp::v1::TemporalLinkPrediction::Stub> Stub() {
-    return tlp::v1::TemporalLinkPrediction::NewStub(channel_);
+    return tlp::v1::TemporalLinkPrediction::NewStub(
+        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   }
 
  private:
   pid_t pid_ = 0;
-  std::shared_ptr<grpc::Channel> channel_;
+  std::string address_;
 };
 
 class DaemonProcessTest : public ::testing::Test {
@@ -122,7 +131,9 @@ class DaemonProcessTest : public ::testing::Test {
     port_ = testing::FreePort();
     metrics_port_ = testing::FreePort();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override {
+    if (!std::getenv("TLP_KEEP_TEST_DIR")) std::filesystem::remove_all(dir_);
+  }
 
   std::string Log() const {
     std::ifstream log(dir_ / "tlpd.log");
@@ -341,6 +352,117 @@ TEST_F(DaemonProcessTest, TlpctlEvalThroughTheDaemonMatchesTlpdEvalReplay) {
   std::ifstream log(dir_ / "again.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("empty data directory"), std::string::npos) << text;
+}
+
+// Seeded crash harness: three clients stream while tlpd is SIGKILLed at random points, 20
+// times; each restart resumes from the first unacknowledged batch (and re-sends the last
+// acknowledged one). Every acknowledged event must be stored exactly once, and the final memory
+// must equal a clean run's over the same events in the same order (scores for fixed queries).
+TEST_F(DaemonProcessTest, TwentySigkillsLoseNothingAndStoreNothingTwice) {
+  constexpr int kKills = 20, kClients = 3;
+  // Small, paced batches: the stream lasts longer than the 20 kill intervals together.
+  constexpr size_t kEvents = 15000, kBatch = 10;
+  ASSERT_GE(events_.size(), kEvents);
+  const std::vector<std::string> model = {"--checkpoint",       (dir_ / "model.pt").string(),
+                                          "--lateness-seconds", "1e12",
+                                          "--checkpoint-every", "1000"};
+  // Client c sends batches c, c + kClients, ... of the first kEvents events.
+  const size_t batches = kEvents / kBatch;
+  std::vector<std::atomic<uint8_t>> acknowledged(batches);
+  auto send = [&](tlp::v1::TemporalLinkPrediction::Stub& stub, size_t batch) {
+    tlp::v1::IngestBatchRequest request;
+    for (size_t i = batch * kBatch; i < (batch + 1) * kBatch; ++i) {
+      auto* event = request.add_events();
+      event->set_src(events_.src[i]);
+      event->set_dst(events_.dst[i]);
+      event->set_ts(events_.ts[i]);
+      event->set_event_id(std::string(events_.EventIdOf(i)));
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    tlp::v1::IngestSummary summary;
+    return stub.IngestBatch(&context, request, &summary).ok();
+  };
+  std::mt19937_64 random(42);
+  for (int kill = 0; kill < kKills; ++kill) {
+    DaemonProcess daemon(dir_, port_, metrics_port_, model);
+    ASSERT_TRUE(daemon.WaitServing()) << "kill " << kill << "\n" << Log();
+    std::vector<std::thread> clients;
+    for (int c = 0; c < kClients; ++c) {
+      clients.emplace_back([&, c] {
+        auto stub = daemon.Stub();
+        size_t first = c;
+        while (first < batches && acknowledged[first]) first += kClients;
+        // The last acknowledged batch again: a client that did not see its answer would.
+        if (first >= kClients && !send(*stub, first - kClients)) return;
+        for (size_t batch = first; batch < batches; batch += kClients) {
+          if (!send(*stub, batch)) return;
+          acknowledged[batch] = 1;
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 + random() % 400));
+    daemon.Kill(SIGKILL);
+    for (auto& client : clients) client.join();
+  }
+  std::vector<float> crashed_scores;
+  {
+    DaemonProcess daemon(dir_, port_, metrics_port_, model);
+    ASSERT_TRUE(daemon.WaitServing()) << Log();
+    auto stub = daemon.Stub();
+    for (size_t batch = 0; batch < batches; ++batch) {
+      if (!acknowledged[batch]) {
+        ASSERT_TRUE(send(*stub, batch));
+      }
+    }
+    crashed_scores = ScoreFixedQueries(*stub);
+    EXPECT_EQ(daemon.Kill(SIGTERM), 0);
+  }
+  // Exactly once: every event id in the store, none twice, nothing else.
+  EventBatch stored;
+  {
+    std::unique_ptr<storage::TemporalStore> store;
+    ASSERT_TRUE(storage::TemporalStore::Open((dir_ / "data").string(), {}, &store).ok());
+    ASSERT_TRUE(store
+                    ->ReplayAfter(0, 10000,
+                                  [&](const EventBatch& batch, uint64_t) {
+                                    for (size_t i = 0; i < batch.size(); ++i) {
+                                      stored.Add(batch.src[i], batch.dst[i], batch.ts[i], {},
+                                                 batch.EventIdOf(i));
+                                    }
+                                    return Status::Ok();
+                                  })
+                    .ok());
+  }
+  ASSERT_EQ(stored.size(), kEvents);
+  std::set<std::string> ids(stored.event_ids.begin(), stored.event_ids.end());
+  EXPECT_EQ(ids.size(), kEvents);
+  for (size_t i = 0; i < kEvents; ++i) EXPECT_TRUE(ids.contains(std::string(events_.EventIdOf(i))));
+
+  // A clean run over the same events in the stored order.
+  const std::filesystem::path clean = dir_ / "clean";
+  std::filesystem::create_directories(clean);
+  std::filesystem::copy_file(dir_ / "model.pt", clean / "model.pt");
+  DaemonProcess daemon(clean, port_, metrics_port_, model);
+  ASSERT_TRUE(daemon.WaitServing());
+  auto stub = daemon.Stub();
+  tlp::v1::IngestBatchRequest request;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    auto* event = request.add_events();
+    event->set_src(stored.src[i]);
+    event->set_dst(stored.dst[i]);
+    event->set_ts(stored.ts[i]);
+    event->set_event_id(std::string(stored.EventIdOf(i)));
+  }
+  grpc::ClientContext context;
+  tlp::v1::IngestSummary summary;
+  ASSERT_TRUE(stub->IngestBatch(&context, request, &summary).ok());
+  const std::vector<float> clean_scores = ScoreFixedQueries(*stub);
+  ASSERT_EQ(clean_scores.size(), crashed_scores.size());
+  for (size_t i = 0; i < clean_scores.size(); ++i) {
+    EXPECT_NEAR(crashed_scores[i], clean_scores[i], 1e-5) << i;
+  }
 }
 
 }  // namespace

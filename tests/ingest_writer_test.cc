@@ -1,5 +1,6 @@
-// The single ingest writer over a real Engine (RocksDB in a temp dir, a small model): group
-// commit across concurrent callers, isolation of a bad submission, back-pressure.
+// The engine's two queues over a real Engine (RocksDB in a temp dir, a small model): the single
+// ingest writer (group commit across concurrent callers, isolation of a bad submission,
+// back-pressure) and the score batcher's deadlines.
 #include "server/ingest_writer.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "model/checkpoint.h"
+#include "server/score_batcher.h"
 
 namespace tlp::server {
 namespace {
@@ -147,6 +149,22 @@ TEST_F(IngestWriterTest, FullQueueIsRefusedWithARetryHint) {
   // Once the queue drained the same batch goes through.
   EXPECT_TRUE(writer.Write(refused, &refused_result).ok());
   EXPECT_EQ(engine_->store().last_sequence(), 130u);
+}
+
+TEST_F(IngestWriterTest, ScoreBatcherDropsRequestsWhoseDeadlinePassedInTheQueue) {
+  ScoreBatcherOptions options;
+  options.max_wait = std::chrono::milliseconds(300);  // the batch closes after the deadline
+  ScoreBatcher batcher(*engine_, options);
+  const std::vector<LinkQuery> queries = {{1, 100, 0}, {2, 101, 0}};
+  std::vector<LinkScore> scores;
+  const Status expired = batcher.Score(
+      queries, &scores, std::chrono::system_clock::now() + std::chrono::milliseconds(20));
+  EXPECT_EQ(expired.code(), Status::Code::kDeadlineExceeded) << expired.ToString();
+  EXPECT_TRUE(scores.empty());
+  const Status in_time =
+      batcher.Score(queries, &scores, std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(in_time.ok()) << in_time.ToString();
+  EXPECT_EQ(scores.size(), 2u);
 }
 
 }  // namespace
