@@ -5,6 +5,8 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "server/request_validation.h"
+
 namespace tlp::server {
 namespace {
 
@@ -12,30 +14,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Appends one proto event to `batch`, or says which field is wrong.
-Status AddEvent(const tlp::v1::EdgeEvent& event, size_t index, EventBatch* batch) {
-  const std::string where = "event " + std::to_string(index) + ": ";
-  if (!std::isfinite(event.ts()) || event.ts() < 0) {
-    return Status::InvalidArgument(where + "field 'ts' must be finite and >= 0");
-  }
-  if (static_cast<uint32_t>(event.features_size()) != batch->feature_dim) {
-    return Status::InvalidArgument(
-        where + "field 'features' has " + std::to_string(event.features_size()) +
-        " values, the model takes " + std::to_string(batch->feature_dim));
-  }
-  for (float value : event.features()) {
-    if (!std::isfinite(value))
-      return Status::InvalidArgument(where + "field 'features' holds NaN or inf");
-  }
-  if (event.event_id().size() > storage::kMaxEventIdBytes) {
-    return Status::InvalidArgument(where + "field 'event_id' is longer than 128 bytes");
-  }
-  batch->Add(event.src(), event.dst(), event.ts(),
-             std::span<const float>(event.features().data(), event.features_size()),
-             event.event_id());
-  return Status::Ok();
 }
 
 void FillMetrics(const EndpointMetrics& metrics, tlp::v1::RepresentationMetrics* out) {
@@ -166,22 +144,11 @@ grpc::Status TemporalLinkService::HandleIngestBatch(grpc::ServerContext* context
   if (engine == nullptr) return kRecovering;
   InflightGuard inflight(inflight_ingest_);
   if (grpc::Status admitted = AdmitIngest(inflight.count()); !admitted.ok()) return admitted;
-  if (request->events_size() == 0) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, "field 'events' is empty"};
-  }
-  if (static_cast<size_t>(request->events_size()) > limits_.max_batch_events) {
-    return {grpc::StatusCode::INVALID_ARGUMENT,
-            "field 'events' holds " + std::to_string(request->events_size()) + " events, at most " +
-                std::to_string(limits_.max_batch_events) + " per batch"};
-  }
   EventBatch batch;
   batch.feature_dim = engine->store().feature_dim();
-  for (int i = 0; i < request->events_size(); ++i) {
-    Status status = AddEvent(request->events(i), i, &batch);
-    if (!status.ok()) {
-      summary->set_rejected(request->events_size());
-      return ToGrpc(status);
-    }
+  if (Status status = ToEventBatch(*request, limits_.max_batch_events, &batch); !status.ok()) {
+    summary->set_rejected(request->events_size());
+    return ToGrpc(status);
   }
   return ToGrpc(IngestOne(context, batch, 0, summary));
 }
@@ -198,7 +165,7 @@ grpc::Status TemporalLinkService::HandleIngestEvents(grpc::ServerContext* contex
   tlp::v1::EdgeEvent event;
   size_t index = 0, batch_start = 0;
   while (reader->Read(&event)) {
-    Status status = AddEvent(event, index, &batch);
+    Status status = AppendEdgeEvent(event, index, &batch);
     if (!status.ok()) {
       // Events before this one in the open batch are still made durable: nothing already
       // received and valid is dropped.

@@ -40,7 +40,10 @@ Status DecodeEvent(std::string_view value, std::vector<float>* feature_buffer,
     return Status::Corruption("truncated event record");
   }
   feature_buffer->resize(feature_count);
-  std::memcpy(feature_buffer->data(), value.data(), feature_count * sizeof(float));
+  // (memcpy from or to a null pointer is undefined even for 0 bytes; found by the fuzzer.)
+  if (feature_count > 0) {
+    std::memcpy(feature_buffer->data(), value.data(), feature_count * sizeof(float));
+  }
   value.remove_prefix(feature_count * sizeof(float));
   if (!Get(&value, &id_length) || value.size() != id_length) {
     return Status::Corruption("event record has a bad id length");
