@@ -65,16 +65,18 @@ class DaemonProcess {
   // Waits up to 60 s for health SERVING.
   bool WaitServing() {
     for (int i = 0; i < 600; ++i) {
-      // A fresh channel per probe: one made before the daemon listened sits in gRPC's reconnect
-      // backoff for seconds after it does.
-      grpc::ChannelArguments arguments;
-      arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-      const auto probe =
-          grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), arguments);
-      if (client::CheckHealth(probe) == client::Health::kServing) return true;
+      if (Health() == client::Health::kServing) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return false;
+  }
+  client::Health Health() const {
+    // A fresh channel per probe: one made before the daemon listened sits in gRPC's reconnect
+    // backoff for seconds after it does.
+    grpc::ChannelArguments arguments;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return client::CheckHealth(
+        grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), arguments));
   }
   // Waits up to `limit` for the process to exit on its own; its status, or -1.
   int WaitExit(std::chrono::seconds limit) {
@@ -291,6 +293,13 @@ TEST_F(DaemonProcessTest, FirstStartTrainsAModelWhenThereIsNone) {
     EXPECT_NE(Log().find((dir_ / "data" / "model.pt").string()), std::string::npos) << Log();
   }
   DaemonProcess daemon(dir_, port_, metrics_port_, {"--bootstrap-data", data.string()});
+  // While it trains, the gRPC server is up and health says NOT_SERVING.
+  client::Health first = client::Health::kUnreachable;
+  for (int i = 0; i < 300 && first == client::Health::kUnreachable; ++i) {
+    first = daemon.Health();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(first, client::Health::kNotServing);
   ASSERT_TRUE(daemon.WaitServing()) << Log();
   EXPECT_TRUE(std::filesystem::exists(dir_ / "data" / "model.pt"));
   EXPECT_NE(Log().find("training the bundled model"), std::string::npos);
@@ -329,10 +338,10 @@ TEST_F(DaemonProcessTest, TlpctlEvalThroughTheDaemonMatchesTlpdEvalReplay) {
 
   DaemonProcess daemon(dir_, port_, metrics_port_);
   ASSERT_TRUE(daemon.WaitServing());
-  const std::string through_daemon = std::string(TLPCTL_BINARY) +
-                                     " --address 127.0.0.1:" + std::to_string(port_) + " eval " +
-                                     stream.string() + " --mrr-queries 200 --json-out " + served +
-                                     " >>" + (dir_ / "eval.log").string() + " 2>&1";
+  const std::string through_daemon =
+      std::string(TLPCTL_BINARY) + " --address 127.0.0.1:" + std::to_string(port_) + " eval " +
+      stream.string() + " --mrr-queries 200 --plot " + (dir_ / "eval.svg").string() +
+      " --json-out " + served + " >>" + (dir_ / "eval.log").string() + " 2>&1";
   ASSERT_EQ(std::system(through_daemon.c_str()), 0) << through_daemon;
 
   for (const char* figure :
@@ -352,6 +361,30 @@ TEST_F(DaemonProcessTest, TlpctlEvalThroughTheDaemonMatchesTlpdEvalReplay) {
   std::ifstream log(dir_ / "again.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("empty data directory"), std::string::npos) << text;
+
+  // The plot of the first evaluation (gnuplot's SVG).
+  std::ifstream plot(dir_ / "eval.svg");
+  const std::string svg((std::istreambuf_iterator<char>(plot)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("representation norm vs degree"), std::string::npos);
+
+  // The load generator against the same daemon.
+  const std::string address = " --address 127.0.0.1:" + std::to_string(port_);
+  const std::string bench_json = (dir_ / "bench.json").string();
+  ASSERT_EQ(std::system((std::string(TLPCTL_BINARY) + address +
+                         " --json bench --duration 1 --concurrency 4 --pairs 5 --pairs-from " +
+                         stream.string() + " >" + bench_json)
+                            .c_str()),
+            0);
+  EXPECT_GT(JsonNumber(bench_json, "/requests"), 10);
+  EXPECT_EQ(JsonNumber(bench_json, "/failures"), 0);
+  EXPECT_GT(JsonNumber(bench_json, "/p50_ms"), 0);
+  EXPECT_GE(JsonNumber(bench_json, "/p99_ms"), JsonNumber(bench_json, "/p50_ms"));
+  // Not a loopback address: refused before any request.
+  EXPECT_NE(std::system((std::string(TLPCTL_BINARY) +
+                         " --address 10.1.2.3:50051 bench --duration 1 >/dev/null 2>&1")
+                            .c_str()),
+            0);
 }
 
 // Seeded crash harness: three clients stream while tlpd is SIGKILLed at random points, 20
