@@ -167,5 +167,36 @@ TEST_F(IngestWriterTest, ScoreBatcherDropsRequestsWhoseDeadlinePassedInTheQueue)
   EXPECT_EQ(scores.size(), 2u);
 }
 
+TEST_F(IngestWriterTest, MemoryCheckpointOfAnotherModelIsNotUsed) {
+  const EventBatch events = ClientBatch(0, 40, 1.0);
+  storage::AppendResult result;
+  ASSERT_TRUE(engine_->Ingest(events, &result).ok());
+  engine_.reset();  // writes memory.ckpt for this model
+  // Another model (other weights) on the same data dir, and on a fresh one fed the same events.
+  torch::manual_seed(2);
+  model::ModelConfig config;
+  config.memory_dim = config.embedding_dim = config.time_dim = 8;
+  model::TemporalLinkModel other(config);
+  ASSERT_TRUE(model::SaveCheckpoint((dir_ / "other.pt").string(), other).ok());
+  EngineOptions options;
+  options.checkpoint = (dir_ / "other.pt").string();
+  options.sync_writes = false;
+  options.memory_batch = 4;
+  options.data_dir = (dir_ / "data").string();
+  std::unique_ptr<Engine> reopened, fresh;
+  ASSERT_TRUE(Engine::Open(options, &reopened).ok());
+  options.data_dir = (dir_ / "fresh").string();
+  ASSERT_TRUE(Engine::Open(options, &fresh).ok());
+  ASSERT_TRUE(fresh->Ingest(events, &result).ok());
+  NodeInfo replayed, clean;
+  ASSERT_TRUE(reopened->GetNode(1, 0, &replayed).ok());
+  ASSERT_TRUE(fresh->GetNode(1, 0, &clean).ok());
+  ASSERT_FALSE(clean.memory.empty());
+  ASSERT_EQ(replayed.memory.size(), clean.memory.size());
+  for (size_t i = 0; i < clean.memory.size(); ++i)
+    EXPECT_FLOAT_EQ(replayed.memory[i], clean.memory[i]);
+  EXPECT_EQ(reopened->Info().events_applied, 40u);
+}
+
 }  // namespace
 }  // namespace tlp::server
