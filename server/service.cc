@@ -1,5 +1,7 @@
 #include "server/service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -105,6 +107,10 @@ Status TemporalLinkService::IngestOne(grpc::ServerContext* context, const EventB
     context->AddTrailingMetadata("retry-after-ms", std::to_string(retry_after_ms));
   }
   if (!status.ok()) {
+    if (status.code() == Status::Code::kIoError || status.code() == Status::Code::kCorruption ||
+        status.code() == Status::Code::kInternal) {
+      spdlog::error("ingest of {} events failed: {}", batch.size(), status.ToString());
+    }
     if (metrics_)
       metrics_->ingest_events.Add({{"result", "rejected"}})
           .Increment(static_cast<double>(batch.size()));

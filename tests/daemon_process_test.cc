@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -32,8 +33,9 @@ using std::chrono::seconds;
 class DaemonProcess {
  public:
   // `model_args` say where the model comes from; by default the checkpoint in `dir`.
+  // `file_size_limit` (bytes) caps every file the daemon writes: a full disk, as RocksDB sees it.
   DaemonProcess(const std::filesystem::path& dir, int port, int metrics_port,
-                std::vector<std::string> model_args = {}) {
+                std::vector<std::string> model_args = {}, rlim_t file_size_limit = RLIM_INFINITY) {
     if (model_args.empty()) model_args = {"--checkpoint", (dir / "model.pt").string()};
     std::vector<std::string> args = {TLPD_BINARY,
                                      "serve",
@@ -52,6 +54,11 @@ class DaemonProcess {
       const std::string log = (dir / "tlpd.log").string();
       freopen(log.c_str(), "a", stderr);
       freopen(log.c_str(), "a", stdout);
+      if (file_size_limit != RLIM_INFINITY) {
+        const rlimit limit{file_size_limit, file_size_limit};
+        setrlimit(RLIMIT_FSIZE, &limit);
+        signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead
+      }
       std::vector<char*> argv;
       for (std::string& arg : args) argv.push_back(arg.data());
       argv.push_back(nullptr);
@@ -496,6 +503,58 @@ TEST_F(DaemonProcessTest, TwentySigkillsLoseNothingAndStoreNothingTwice) {
   for (size_t i = 0; i < clean_scores.size(); ++i) {
     EXPECT_NEAR(crashed_scores[i], clean_scores[i], 1e-5) << i;
   }
+}
+
+TEST_F(DaemonProcessTest, DiskFullFailsIngestClearlyAndLosesNothingAcknowledged) {
+  uint64_t acknowledged = 0;
+  std::string error;
+  {
+    DaemonProcess daemon(dir_, port_, metrics_port_, {}, 2 << 20);
+    ASSERT_TRUE(daemon.WaitServing()) << Log();
+    auto stub = daemon.Stub();
+    for (size_t begin = 0; begin + 500 <= events_.size(); begin += 500) {
+      tlp::v1::IngestBatchRequest request;
+      for (size_t i = begin; i < begin + 500; ++i) {
+        auto* event = request.add_events();
+        event->set_src(events_.src[i]);
+        event->set_dst(events_.dst[i]);
+        event->set_ts(events_.ts[i]);
+        event->set_event_id(std::string(events_.EventIdOf(i)) + std::string(100, '.'));
+      }
+      grpc::ClientContext context;
+      tlp::v1::IngestSummary summary;
+      const grpc::Status status = stub->IngestBatch(&context, request, &summary);
+      if (!status.ok()) {
+        EXPECT_EQ(status.error_code(), grpc::StatusCode::INTERNAL) << status.error_message();
+        error = status.error_message();
+        break;
+      }
+      acknowledged += summary.accepted();
+    }
+    EXPECT_EQ(daemon.Kill(SIGTERM), 0) << Log();
+  }
+  ASSERT_FALSE(error.empty()) << "2 MiB files never filled up";
+  EXPECT_NE(error.find("File too large"), std::string::npos) << error;
+  EXPECT_GT(acknowledged, 0u);
+  // With room again: every acknowledged event is there, and ingest works.
+  DaemonProcess daemon(dir_, port_, metrics_port_);
+  ASSERT_TRUE(daemon.WaitServing()) << Log();
+  auto stub = daemon.Stub();
+  grpc::ClientContext context;
+  tlp::v1::ModelInfoResponse info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, {}, &info).ok());
+  EXPECT_GE(info.events_applied() + 200, acknowledged);  // all but the open memory chunk
+  tlp::v1::IngestBatchRequest request;
+  for (int i = 0; i < 10; ++i) {
+    auto* event = request.add_events();
+    event->set_src(1 + i);
+    event->set_dst(9000);
+    event->set_ts(1e7 + i);
+  }
+  grpc::ClientContext again;
+  tlp::v1::IngestSummary summary;
+  ASSERT_TRUE(stub->IngestBatch(&again, request, &summary).ok());
+  EXPECT_EQ(summary.accepted(), 10u);
 }
 
 }  // namespace
