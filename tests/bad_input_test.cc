@@ -18,6 +18,7 @@
 #include "model/checkpoint.h"
 #include "server/request_validation.h"
 #include "server/serve_command.h"
+#include "tests/test_model.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
 namespace tlp::server {
@@ -26,14 +27,8 @@ namespace {
 class BadInputTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = std::filesystem::temp_directory_path() / ("tlp_bad_input_" + std::to_string(getpid()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    torch::manual_seed(1);
-    model::ModelConfig config;
-    config.memory_dim = config.embedding_dim = config.time_dim = 8;
-    model::TemporalLinkModel model(config);
-    ASSERT_TRUE(model::SaveCheckpoint((dir_ / "model.pt").string(), model).ok());
+    dir_ = testing::FreshDirectory("tlp_bad_input");
+    ASSERT_TRUE(testing::WriteSmallModel(dir_ / "model.pt", 8, 1).ok());
     ServeOptions options;
     options.listen = "127.0.0.1:0";
     options.metrics_listen = "";

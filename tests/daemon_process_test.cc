@@ -22,6 +22,7 @@
 #include "common/event_reader.h"
 #include "model/checkpoint.h"
 #include "storage/temporal_store.h"
+#include "tests/test_model.h"
 #include "tests/test_support.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
@@ -121,14 +122,8 @@ class DaemonProcess {
 class DaemonProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("tlp_process_" + std::to_string(getpid()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    torch::manual_seed(3);
-    model::ModelConfig config;
-    config.memory_dim = config.embedding_dim = config.time_dim = 32;
-    model::TemporalLinkModel model(config);
-    ASSERT_TRUE(model::SaveCheckpoint((dir_ / "model.pt").string(), model).ok());
+    dir_ = testing::FreshDirectory("tlp_process");
+    ASSERT_TRUE(testing::WriteSmallModel(dir_ / "model.pt", 32, 3).ok());
     const char* root = std::getenv("TLP_SOURCE_DIR");
     EventBatch all;
     ASSERT_TRUE(

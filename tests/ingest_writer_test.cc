@@ -13,6 +13,7 @@
 
 #include "model/checkpoint.h"
 #include "server/score_batcher.h"
+#include "tests/test_model.h"
 
 namespace tlp::server {
 namespace {
@@ -20,16 +21,9 @@ namespace {
 class IngestWriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tlp_writer_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    torch::manual_seed(1);
-    model::ModelConfig config;
-    config.memory_dim = config.embedding_dim = config.time_dim = 8;
-    model::TemporalLinkModel model(config);
-    ASSERT_TRUE(model::SaveCheckpoint((dir_ / "model.pt").string(), model).ok());
+    dir_ = testing::FreshDirectory(std::string("tlp_writer_") +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_TRUE(testing::WriteSmallModel(dir_ / "model.pt", 8, 1).ok());
     EngineOptions options;
     options.data_dir = (dir_ / "data").string();
     options.checkpoint = (dir_ / "model.pt").string();
@@ -173,11 +167,7 @@ TEST_F(IngestWriterTest, MemoryCheckpointOfAnotherModelIsNotUsed) {
   ASSERT_TRUE(engine_->Ingest(events, &result).ok());
   engine_.reset();  // writes memory.ckpt for this model
   // Another model (other weights) on the same data dir, and on a fresh one fed the same events.
-  torch::manual_seed(2);
-  model::ModelConfig config;
-  config.memory_dim = config.embedding_dim = config.time_dim = 8;
-  model::TemporalLinkModel other(config);
-  ASSERT_TRUE(model::SaveCheckpoint((dir_ / "other.pt").string(), other).ok());
+  ASSERT_TRUE(testing::WriteSmallModel(dir_ / "other.pt", 8, 2).ok());
   EngineOptions options;
   options.checkpoint = (dir_ / "other.pt").string();
   options.sync_writes = false;

@@ -12,6 +12,7 @@
 #include "client/health_check.h"
 #include "model/checkpoint.h"
 #include "server/serve_command.h"
+#include "tests/test_model.h"
 #include "tests/test_support.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
@@ -21,14 +22,8 @@ namespace {
 class DaemonTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = std::filesystem::temp_directory_path() / ("tlp_daemon_" + std::to_string(getpid()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    torch::manual_seed(1);
-    model::ModelConfig config;
-    config.memory_dim = config.embedding_dim = config.time_dim = 16;
-    model::TemporalLinkModel model(config);
-    ASSERT_TRUE(model::SaveCheckpoint((dir_ / "model.pt").string(), model).ok());
+    dir_ = testing::FreshDirectory("tlp_daemon");
+    ASSERT_TRUE(testing::WriteSmallModel(dir_ / "model.pt", 16, 1).ok());
     metrics_port_ = testing::FreePort();
     ServeOptions options;
     options.listen = "127.0.0.1:0";

@@ -1,0 +1,33 @@
+// Scratch directories and small untrained model checkpoints for the tests that run an Engine or
+// a daemon (the model's weights do not matter to them, only that every run uses the same ones).
+#pragma once
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "model/checkpoint.h"
+
+namespace tlp::testing {
+
+// An empty directory /tmp/<name>_<pid>, removed first if it exists.
+inline std::filesystem::path FreshDirectory(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// A TGN checkpoint with memory, embedding and time widths `width`, weights drawn with `seed`.
+inline Status WriteSmallModel(const std::filesystem::path& path, int64_t width, uint64_t seed) {
+  torch::manual_seed(seed);
+  model::ModelConfig config;
+  config.memory_dim = config.embedding_dim = config.time_dim = width;
+  model::TemporalLinkModel model(config);
+  return model::SaveCheckpoint(path.string(), model);
+}
+
+}  // namespace tlp::testing
