@@ -16,6 +16,7 @@ bound_mb=${SOAK_RSS_BOUND_MB:-64}
 tlpd=$build/server/tlpd
 tlpctl=$build/client/tlpctl
 work=$(mktemp -d)
+daemon="" writer=""
 trap 'kill $daemon $writer 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'

@@ -6,6 +6,7 @@ set -euo pipefail
 tlpd=${1:?usage: prometheus_scrape_test.sh TLPD TLPCTL}
 tlpctl=${2:?}
 work=$(mktemp -d)
+daemon="" prometheus=""
 trap 'kill $daemon $prometheus 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'

@@ -5,6 +5,7 @@ set -euo pipefail
 tlpd=${1:?usage: python_client_test.sh TLPD SOURCE_DIR}
 root=${2:?}
 work=$(mktemp -d)
+daemon=""
 trap 'kill $daemon 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 bash "$root/client/python/generate.sh" "$work/stubs"
 {

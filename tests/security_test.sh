@@ -5,6 +5,7 @@ set -euo pipefail
 tlpd=${1:?usage: security_test.sh TLPD TLPCTL}
 tlpctl=${2:?}
 work=$(mktemp -d)
+daemon=""
 trap 'kill $daemon 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 tlpd=$(realpath "$tlpd")
 tlpctl=$(realpath "$tlpctl")
