@@ -18,9 +18,7 @@ tlpctl=$build/client/tlpctl
 work=$(mktemp -d)
 daemon="" writer=""
 trap 'kill $daemon $writer 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+source tests/script_support.sh
 port=$(free_port)
 metrics_port=$(free_port)
 address=127.0.0.1:$port

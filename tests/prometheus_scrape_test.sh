@@ -8,9 +8,7 @@ tlpctl=${2:?}
 work=$(mktemp -d)
 daemon="" prometheus=""
 trap 'kill $daemon $prometheus 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+source "$(dirname "$0")/script_support.sh"
 grpc_port=$(free_port)
 metrics_port=$(free_port)
 prometheus_port=$(free_port)

@@ -2,6 +2,7 @@
 # Runs client/python/test_tlp_client.py against a real tlpd: stubs generated with Debian's
 # protoc, a small model trained by `tlpd train`, the daemon on a free loopback port.
 set -euo pipefail
+source "$(dirname "$0")/script_support.sh"
 tlpd=${1:?usage: python_client_test.sh TLPD SOURCE_DIR}
 root=${2:?}
 work=$(mktemp -d)
@@ -14,7 +15,7 @@ bash "$root/client/python/generate.sh" "$work/stubs"
 } > "$work/events.csv"
 "$tlpd" train --data "$work/events.csv" --epochs 1 --memory-dim 16 --embedding-dim 16 \
   --time-dim 16 --out "$work/model.pt" --no-eval --threads 1 > "$work/train.log" 2>&1
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 # Configuration through both other channels: a TOML file and the environment.
 printf '[serve]\nlisten = "127.0.0.1:%s"\nmetrics-listen = ""\ndata-dir = "%s"\n' \
   "$port" "$work/data" > "$work/tlpd.toml"

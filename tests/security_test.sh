@@ -2,6 +2,7 @@
 # tlpd with mutual TLS, bearer tokens and basic auth on /metrics, against tlpctl and curl:
 # the right credentials get in, every missing or wrong one is refused with a clear error.
 set -euo pipefail
+source "$(dirname "$0")/script_support.sh"
 tlpd=${1:?usage: security_test.sh TLPD TLPCTL}
 tlpctl=${2:?}
 work=$(mktemp -d)
@@ -32,8 +33,8 @@ printf 'prometheus:scrape-password\n' > metrics-auth
 } > events.csv
 "$tlpd" train --data events.csv --epochs 1 --memory-dim 8 --embedding-dim 8 --time-dim 8 \
   --out model.pt --no-eval --threads 1 > train.log 2>&1
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-metrics=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
+metrics=$(free_port)
 "$tlpd" serve --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics" --data-dir data \
   --checkpoint model.pt --no-sync --threads 1 --tls-cert server.pem --tls-key server.key \
   --tls-client-ca ca.pem --token-file tokens --metrics-auth-file metrics-auth > tlpd.log 2>&1 &
