@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "common/allocator_tuning.h"
 #include "common/event_reader.h"
 #include "model/checkpoint.h"
 #include "model/temporal_model.h"
@@ -81,4 +82,11 @@ BENCHMARK(BM_ScorePairs)->Arg(1)->Arg(200)->Arg(2000)->Unit(benchmark::kMillisec
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  tlp::KeepLargeAllocationsInHeap();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

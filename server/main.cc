@@ -1,10 +1,12 @@
 // tlpd: the temporal link prediction daemon (serve), and its offline tools (train, eval).
 #include <CLI/CLI.hpp>
 
+#include "common/allocator_tuning.h"
 #include "server/serve_command.h"
 #include "server/train_command.h"
 
 int main(int argc, char** argv) {
+  tlp::KeepLargeAllocationsInHeap();
   CLI::App app{"tlpd " TLPD_VERSION
                ": temporal link prediction daemon (TGN/TGAT with Mass-Aware Attention)"};
   app.require_subcommand(1);
