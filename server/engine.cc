@@ -69,6 +69,7 @@ class Engine::StoreSampler : public model::NeighborSampler {
 };
 
 Engine::~Engine() {
+  StopMemoryThread();
   if (!store_ || !model_) return;
   const Status status = SaveMemoryCheckpoint();
   if (!status.ok()) spdlog::error("final memory checkpoint failed: {}", status.ToString());
@@ -112,8 +113,8 @@ Status Engine::SaveMemoryCheckpoint() {
     return Status::IoError(std::string("cannot write memory checkpoint: ") + error.what());
   }
   {
-    // Events applied after the snapshot was taken are not in it; only the writer applies
-    // events, and it is the caller, so none were.
+    // Events applied after the snapshot was taken are not in it; only the memory thread
+    // applies events, and it is the caller (or stopped), so none were.
     std::lock_guard lock(model_mutex_);
     checkpointed_at_events_ = events_applied_;
   }
@@ -215,20 +216,21 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   result->sampler_ = std::make_unique<StoreSampler>(*result);
 
   // Restore the memory checkpoint, then replay the log after it in sequence-aligned chunks
-  // (see engine.h).
+  // (see engine.h): this thread reads and decodes while the memory thread runs the model.
   const auto start = std::chrono::steady_clock::now();
   uint64_t watermark = 0;
   status = result->LoadMemoryCheckpoint(&watermark);
   if (!status.ok()) return status;
+  result->published_through_ = result->memory_through_;
+  result->memory_thread_ = std::thread([engine = result.get()] { engine->RunMemoryThread(); });
   const uint64_t total = result->store_->last_sequence() - watermark;
-  status = result->store_->ReplayAfter(watermark, static_cast<size_t>(options.memory_batch),
+  constexpr size_t kReplayBatch = 10000;
+  status = result->store_->ReplayAfter(watermark, kReplayBatch,
                                        [&](const EventBatch& batch, uint64_t first) {
-                                         std::vector<uint64_t> sequences(batch.size());
-                                         for (size_t i = 0; i < batch.size(); ++i)
-                                           sequences[i] = first + i;
-                                         result->ApplyToMemory(batch, sequences);
+                                         result->QueueForMemory(batch, first);
                                          return Status::Ok();
                                        });
+  if (status.ok()) status = result->AwaitMemory();
   if (!status.ok()) return status;
   spdlog::info(
       "restored memory at sequence {}, replayed {} events in {:.2f} s ({} in the open chunk)",
@@ -237,21 +239,6 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
       result->chunk_src_.size());
   *engine = std::move(result);
   return Status::Ok();
-}
-
-int64_t Engine::DenseIndex(uint64_t node) {
-  {
-    std::shared_lock lock(ids_mutex_);
-    const auto it = dense_of_.find(node);
-    if (it != dense_of_.end()) return it->second;
-  }
-  std::unique_lock lock(ids_mutex_);
-  const auto [it, inserted] = dense_of_.try_emplace(node, static_cast<int64_t>(id_of_.size()));
-  if (inserted) {
-    id_of_.push_back(node);
-    is_destination_.push_back(0);
-  }
-  return it->second;
 }
 
 int64_t Engine::FindDense(uint64_t node) const {
@@ -279,24 +266,131 @@ void Engine::FlushChunk() {
   chunk_features_.clear();
 }
 
-void Engine::ApplyToMemory(const EventBatch& batch, std::span<const uint64_t> sequences,
-                           std::span<const uint8_t> skip) {
-  const auto chunk = static_cast<uint64_t>(options_.memory_batch);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (!skip.empty() && skip[i]) continue;
-    chunk_src_.push_back(DenseIndex(batch.src[i]));
-    const int64_t dst = DenseIndex(batch.dst[i]);
-    chunk_dst_.push_back(dst);
-    {
-      std::unique_lock lock(ids_mutex_);
-      is_destination_[dst] = 1;
+void Engine::QueueForMemory(const EventBatch& batch, uint64_t first_sequence,
+                            std::span<const uint8_t> skip) {
+  MemoryWork work;
+  {
+    std::lock_guard lock(memory_queue_mutex_);
+    if (!spare_work_.empty()) {
+      work = std::move(spare_work_.back());
+      spare_work_.pop_back();
     }
-    chunk_ts_.push_back(batch.ts[i]);
-    const auto features = batch.FeaturesOf(i);
-    chunk_features_.insert(chunk_features_.end(), features.begin(), features.end());
-    applied_through_ = sequences[i];
-    if (sequences[i] % chunk == 0) FlushChunk();
   }
+  work.first_sequence = first_sequence;
+  work.src.clear();
+  work.dst.clear();
+  work.ts.clear();
+  work.features.clear();
+  {
+    // One exclusive section per batch rather than two lock round trips per event: samplers
+    // wait at most for one batch's hash lookups.
+    std::unique_lock lock(ids_mutex_);
+    auto dense = [this](uint64_t node) {
+      const auto [it, inserted] = dense_of_.try_emplace(node, static_cast<int64_t>(id_of_.size()));
+      if (inserted) {
+        id_of_.push_back(node);
+        is_destination_.push_back(0);
+      }
+      return it->second;
+    };
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!skip.empty() && skip[i]) continue;
+      work.src.push_back(dense(batch.src[i]));
+      const int64_t dst = dense(batch.dst[i]);
+      work.dst.push_back(dst);
+      is_destination_[dst] = 1;
+      work.ts.push_back(batch.ts[i]);
+      const auto features = batch.FeaturesOf(i);
+      work.features.insert(work.features.end(), features.begin(), features.end());
+    }
+  }
+  const size_t events = work.size();
+  if (events == 0) return;
+  {
+    std::unique_lock lock(memory_queue_mutex_);
+    memory_room_.wait(lock, [&] {
+      return queued_memory_events_ == 0 ||
+             queued_memory_events_ + events <= options_.memory_queue_events;
+    });
+    queued_memory_events_ += events;
+    memory_queue_.push_back(std::move(work));
+  }
+  memory_work_.notify_one();
+}
+
+void Engine::RunMemoryThread() {
+  while (true) {
+    MemoryWork work;
+    Status failed;
+    {
+      std::unique_lock lock(memory_queue_mutex_);
+      memory_work_.wait(lock, [&] { return !memory_queue_.empty() || stopping_memory_; });
+      if (memory_queue_.empty()) return;  // stopping, and everything queued is applied
+      work = std::move(memory_queue_.front());
+      memory_queue_.pop_front();
+      failed = memory_status_;
+    }
+    if (failed.ok()) {
+      try {
+        ApplyToMemory(work);
+      } catch (const std::exception& error) {
+        failed = Status::Internal(std::string("node memory update failed: ") + error.what());
+        spdlog::error("{}", failed.ToString());
+      }
+    }
+    {
+      std::lock_guard lock(memory_queue_mutex_);
+      queued_memory_events_ -= work.size();
+      spare_work_.push_back(std::move(work));
+      published_through_ = memory_through_;  // written by this thread only
+      if (memory_status_.ok()) memory_status_ = failed;
+    }
+    memory_room_.notify_all();
+    memory_progress_.notify_all();
+    if (failed.ok() && options_.checkpoint_every_events > 0 &&
+        events_applied_ - checkpointed_at_events_ >= options_.checkpoint_every_events) {
+      const Status status = SaveMemoryCheckpoint();
+      if (!status.ok()) spdlog::error("memory checkpoint failed: {}", status.ToString());
+    }
+  }
+}
+
+void Engine::ApplyToMemory(const MemoryWork& work) {
+  const auto chunk = static_cast<uint64_t>(options_.memory_batch);
+  const size_t dim = store_->feature_dim();
+  for (size_t i = 0; i < work.size(); ++i) {
+    chunk_src_.push_back(work.src[i]);
+    chunk_dst_.push_back(work.dst[i]);
+    chunk_ts_.push_back(work.ts[i]);
+    chunk_features_.insert(chunk_features_.end(), work.features.begin() + i * dim,
+                           work.features.begin() + (i + 1) * dim);
+    applied_through_ = work.first_sequence + i;
+    if (applied_through_ % chunk == 0) FlushChunk();
+  }
+}
+
+void Engine::StopMemoryThread() {
+  if (!memory_thread_.joinable()) return;
+  {
+    std::lock_guard lock(memory_queue_mutex_);
+    stopping_memory_ = true;
+  }
+  memory_work_.notify_all();
+  memory_thread_.join();
+}
+
+Status Engine::AwaitMemory() {
+  const auto chunk = static_cast<uint64_t>(options_.memory_batch);
+  const uint64_t target = store_->last_sequence() / chunk * chunk;
+  std::unique_lock lock(memory_queue_mutex_);
+  memory_progress_.wait(lock, [&] { return published_through_ >= target || !memory_status_.ok(); });
+  return memory_status_;
+}
+
+uint64_t Engine::MemoryLagEvents() const {
+  const uint64_t stored = store_->last_sequence();
+  std::lock_guard lock(memory_queue_mutex_);
+  return stored - std::min(stored, published_through_);
 }
 
 Status Engine::Ingest(const EventBatch& batch, storage::AppendResult* result) {
@@ -314,12 +408,10 @@ Status Engine::Ingest(const EventBatch& batch, storage::AppendResult* result) {
   if (!status.ok()) return status;
   if (result->accepted == 0) return Status::Ok();
   // Only newly stored events move memory, in sequence order; duplicates are skipped in place.
-  ApplyToMemory(batch, result->sequences, result->duplicate);
-  if (options_.checkpoint_every_events > 0 &&
-      events_applied_ - checkpointed_at_events_ >= options_.checkpoint_every_events) {
-    status = SaveMemoryCheckpoint();
-    if (!status.ok()) spdlog::error("memory checkpoint failed: {}", status.ToString());
-  }
+  // The new ones have consecutive sequences from the first of them on.
+  size_t first = 0;
+  while (result->duplicate[first]) ++first;
+  QueueForMemory(batch, result->sequences[first], result->duplicate);
   return Status::Ok();
 }
 
@@ -327,6 +419,7 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
   const size_t count = queries.size();
   scores->assign(count, LinkScore());
   if (count == 0) return Status::Ok();
+  if (Status status = AwaitMemory(); !status.ok()) return status;
   std::vector<int64_t> nodes(2 * count);
   std::vector<double> times(2 * count);
   const double now = store_->max_ts();
@@ -389,6 +482,7 @@ Status Engine::GetNode(uint64_t node, size_t recent, NodeInfo* info) {
   const int64_t dense = FindDense(node);
   info->known = dense != 0;
   if (!info->known) return Status::Ok();
+  if (Status status = AwaitMemory(); !status.ok()) return status;
   info->degree = store_->neighbors().Degree(node);
   Status status =
       store_->neighbors().Recent(node, INFINITY, std::max<size_t>(recent, 1), &info->recent);

@@ -5,15 +5,26 @@
 // Determinism: memory is advanced in chunks aligned to store sequence numbers (events
 // [k*memory_batch + 1, (k+1)*memory_batch]), during live ingest and during replay alike, so
 // node memory after a restart equals memory from an uninterrupted run.
+//
+// Pipelining: Ingest returns once the events are durable; a memory thread applies them to the
+// model behind it, so appends and model updates overlap on different cores (they took turns on
+// one thread before: ingest ran at the sum of both costs, now at the larger). Reads stay
+// consistent with what was acknowledged: Score, GetNode and AwaitMemory first wait until memory
+// covers every complete chunk stored when they were called (read-your-writes). The memory queue
+// is bounded, so a model slower than the store pushes back on ingest instead of lagging
+// without limit.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -39,6 +50,8 @@ struct EngineOptions {
   // Node memory is snapshotted to <data_dir>/memory.ckpt every this many applied events and on
   // close; a restart loads it and replays only the log after it. 0 = only on close.
   uint64_t checkpoint_every_events = 100000;
+  // Durable events that may wait for the memory thread; beyond it Ingest waits.
+  size_t memory_queue_events = 100000;
 };
 
 struct EndpointMetrics {
@@ -87,8 +100,12 @@ class Engine {
   // Snapshots node memory and the id table with the watermark they cover (atomic rename).
   Status SaveMemoryCheckpoint();
 
-  // Validates (including the self-loop policy), appends durably, advances memory.
+  // Validates (including the self-loop policy), appends durably, queues the new events for the
+  // memory thread. One caller at a time (the ingest writer).
   Status Ingest(const EventBatch& batch, storage::AppendResult* result);
+  // Waits until node memory covers every complete chunk stored when called. Fails only when
+  // a memory update failed (the daemon cannot score correctly any more).
+  Status AwaitMemory();
   Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores);
   // Every node ever seen as a destination (TopK over "all").
   std::vector<uint64_t> KnownDestinations() const;
@@ -98,20 +115,34 @@ class Engine {
   // applied since: a restart replays those.
   double SecondsSinceCheckpoint() const;
   uint64_t EventsSinceCheckpoint() const;
+  // Durable events not yet applied to node memory (queued or in the open chunk).
+  uint64_t MemoryLagEvents() const;
   const storage::TemporalStore& store() const { return *store_; }
 
  private:
   class StoreSampler;
+  // Stored events in dense indices, on their way to the memory thread. Their sequences are
+  // consecutive: first_sequence, first_sequence + 1, ...
+  struct MemoryWork {
+    uint64_t first_sequence = 0;
+    std::vector<int64_t> src, dst;
+    std::vector<double> ts;
+    std::vector<float> features;
+    size_t size() const { return src.size(); }
+  };
   Engine() = default;
-  int64_t DenseIndex(uint64_t node);       // creates; writer only
   int64_t FindDense(uint64_t node) const;  // 0 = unknown
   // Grows model state to every index assigned so far; call with model_mutex_ held.
   void CoverAssignedNodes();
-  // Queues batch event i (store sequence sequences[i]) for memory unless skip[i] is set; an
-  // empty `skip` queues all.
-  void ApplyToMemory(const EventBatch& batch, std::span<const uint64_t> sequences,
-                     std::span<const uint8_t> skip = {});
+  // Assigns dense indices to batch events i with !skip[i] (an empty `skip` takes all), whose
+  // sequences follow first_sequence, and hands them to the memory thread.
+  void QueueForMemory(const EventBatch& batch, uint64_t first_sequence,
+                      std::span<const uint8_t> skip = {});
+  void RunMemoryThread();
+  // Adds one work item to the open chunk, flushing at every chunk boundary (memory thread).
+  void ApplyToMemory(const MemoryWork& work);
   void FlushChunk();
+  void StopMemoryThread();
   // Loads memory.ckpt when it matches this model and store; sets *watermark (0 = none).
   Status LoadMemoryCheckpoint(uint64_t* watermark);
   std::string MemoryCheckpointPath() const;
@@ -128,6 +159,20 @@ class Engine {
   std::vector<uint64_t> id_of_;
   std::vector<uint8_t> is_destination_;
 
+  // Writer -> memory thread hand-over. Guarded by memory_queue_mutex_; memory_through_ is
+  // also published here (memory_progress_) for AwaitMemory.
+  mutable std::mutex memory_queue_mutex_;
+  std::condition_variable memory_work_;      // queue not empty, or stopping
+  std::condition_variable memory_room_;      // queue has room
+  std::condition_variable memory_progress_;  // memory_through_ moved, or memory failed
+  std::deque<MemoryWork> memory_queue_;
+  std::vector<MemoryWork> spare_work_;  // recycled buffers: no allocation per batch when warm
+  size_t queued_memory_events_ = 0;
+  uint64_t published_through_ = 0;  // = memory_through_, readable under memory_queue_mutex_
+  bool stopping_memory_ = false;
+  Status memory_status_;  // first memory update failure
+  std::thread memory_thread_;
+
   // The model is not thread-safe: scoring and memory updates take this lock.
   mutable std::mutex model_mutex_;
   // Dense indices below this have model state (guarded by model_mutex_). Ingest assigns
@@ -135,12 +180,12 @@ class Engine {
   // memory is zero, which is exactly the memory of a node no applied event has touched.
   int64_t model_nodes_ = 1;
   std::mutex ingest_mutex_;
-  // Events stored but not yet applied to memory (the open chunk).
+  // Events stored but not yet applied to memory (the open chunk; memory thread only).
   std::vector<int64_t> chunk_src_, chunk_dst_;
   std::vector<double> chunk_ts_;
   std::vector<float> chunk_features_;
   uint64_t events_applied_ = 0;
-  uint64_t applied_through_ = 0;  // sequence of the last event queued for memory (writer only)
+  uint64_t applied_through_ = 0;  // sequence of the last event in the open chunk
   uint64_t memory_through_ = 0;   // sequence of the last event in memory (model_mutex_)
   uint64_t checkpointed_at_events_ = 0;
   std::atomic<int64_t> checkpointed_at_ms_{0};  // steady clock

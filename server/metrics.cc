@@ -64,6 +64,8 @@ Metrics::Metrics(const std::string& address)
           Gauge(*registry_, "tlpd_score_queue_pairs", "Pairs waiting for a scoring pass")),
       events_stored(Gauge(*registry_, "tlpd_events_stored", "Events in the store")),
       events_applied(Gauge(*registry_, "tlpd_events_applied", "Events applied to node memory")),
+      memory_lag_events(Gauge(*registry_, "tlpd_memory_lag_events",
+                              "Durable events not yet applied to node memory")),
       nodes_stored(Gauge(*registry_, "tlpd_nodes_stored", "Distinct nodes in the store")),
       live_sst_bytes(Gauge(*registry_, "tlpd_rocksdb_live_sst_bytes", "RocksDB live SST bytes")),
       pending_compaction_bytes(Gauge(*registry_, "tlpd_rocksdb_pending_compaction_bytes",

@@ -42,6 +42,7 @@ class Metrics {
   prometheus::Gauge& score_queue_pairs;
   prometheus::Gauge& events_stored;
   prometheus::Gauge& events_applied;
+  prometheus::Gauge& memory_lag_events;
   prometheus::Gauge& nodes_stored;
   prometheus::Gauge& live_sst_bytes;
   prometheus::Gauge& pending_compaction_bytes;

@@ -148,6 +148,7 @@ void Daemon::ExportStats() {
     metrics.pending_compaction_bytes.Set(static_cast<double>(stats.pending_compaction_bytes));
     metrics.memtable_bytes.Set(static_cast<double>(stats.memtable_bytes));
     metrics.events_applied.Set(static_cast<double>(engine_->Info().events_applied));
+    metrics.memory_lag_events.Set(static_cast<double>(engine_->MemoryLagEvents()));
     metrics.checkpoint_age.Set(engine_->SecondsSinceCheckpoint());
     metrics.events_since_checkpoint.Set(static_cast<double>(engine_->EventsSinceCheckpoint()));
     metrics.ingest_queue_events.Set(static_cast<double>(writer_->queued_events()));

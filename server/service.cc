@@ -325,6 +325,8 @@ grpc::Status TemporalLinkService::HandleGetNodeState(const tlp::v1::NodeStateReq
 grpc::Status TemporalLinkService::HandleGetModelInfo(tlp::v1::ModelInfoResponse* response) {
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
+  // Read-your-writes: what an acknowledged ingest stored is counted as applied.
+  if (Status status = engine->AwaitMemory(); !status.ok()) return ToGrpc(status);
   const ModelInfo info = engine->Info();
   response->set_architecture(info.architecture);
   response->set_attention_p(info.attention_p);
