@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "client/daemon_client.h"
+#include "client/file_ingest.h"
 #include "client/health_check.h"
 #include "client/load_generator.h"
 #include "client/plot.h"
@@ -114,47 +115,44 @@ void Progress(const char* format, auto... values) {
   std::fputs(terminal ? "   " : "\n", stderr);
 }
 
-int Ingest(const std::string& path, size_t batch_size) {
+int Ingest(const std::string& path, const client::FileIngestOptions& options) {
   std::unique_ptr<tlp::EventReader> reader;
   tlp::Status status = tlp::EventReader::Open(path, &reader);
   if (!status.ok()) return Fail(status);
   tlp::client::DaemonClient client = Connect();
   client.set_id_prefix(IdPrefix(path));
-  tlp::EventBatch batch;
-  uint64_t sent = 0, accepted = 0, duplicates = 0;
   const auto start = std::chrono::steady_clock::now();
-  while (true) {
-    status = reader->Next(batch_size, &batch);
-    if (!status.ok()) {
-      std::fprintf(stderr, "\ntlpctl: %s (the %llu events before it were stored)\n",
-                   status.ToString().c_str(), static_cast<unsigned long long>(sent));
-      return 1;
-    }
-    if (batch.empty()) break;
-    tlp::v1::IngestSummary summary;
-    status = client.IngestBatch(batch, sent, &summary);
-    if (!status.ok()) return Fail(status);
-    sent += batch.size();
-    accepted += summary.accepted();
-    duplicates += summary.duplicates();
-    Progress("ingested %llu events (%llu new, %llu duplicates)  %.0f events/s",
-             static_cast<unsigned long long>(sent), static_cast<unsigned long long>(accepted),
-             static_cast<unsigned long long>(duplicates), sent / SecondsSince(start));
+  client::FileIngestTotals totals;
+  status = client::IngestFile(
+      client, *reader, options,
+      [&](const client::FileIngestTotals& so_far) {
+        Progress("ingested %llu events (%llu new, %llu duplicates)  %.0f events/s",
+                 static_cast<unsigned long long>(so_far.sent),
+                 static_cast<unsigned long long>(so_far.accepted),
+                 static_cast<unsigned long long>(so_far.duplicates),
+                 so_far.sent / SecondsSince(start));
+      },
+      &totals);
+  if (!status.ok()) {
+    std::fprintf(stderr, "\ntlpctl: %s (%llu events were acknowledged before it)\n",
+                 status.ToString().c_str(), static_cast<unsigned long long>(totals.sent));
+    return 1;
   }
   const double seconds = SecondsSince(start);
   if (global.json) {
-    std::printf("%s\n", nlohmann::json({{"sent", sent},
-                                        {"accepted", accepted},
-                                        {"duplicates", duplicates},
-                                        {"seconds", seconds}})
+    std::printf("%s\n", nlohmann::json({{"sent", totals.sent},
+                                        {"accepted", totals.accepted},
+                                        {"duplicates", totals.duplicates},
+                                        {"seconds", seconds},
+                                        {"events_per_second", totals.sent / seconds}})
                             .dump()
                             .c_str());
   } else {
     std::fprintf(stderr, "\n");
-    std::printf("ingested %llu events from %s in %.1f s (%llu new, %llu duplicates)\n",
-                static_cast<unsigned long long>(sent), path.c_str(), seconds,
-                static_cast<unsigned long long>(accepted),
-                static_cast<unsigned long long>(duplicates));
+    std::printf("ingested %llu events from %s in %.2f s (%llu new, %llu duplicates)\n",
+                static_cast<unsigned long long>(totals.sent), path.c_str(), seconds,
+                static_cast<unsigned long long>(totals.accepted),
+                static_cast<unsigned long long>(totals.duplicates));
   }
   return 0;
 }
@@ -292,13 +290,18 @@ int main(int argc, char** argv) {
       ->envname("TLPCTL_TOKEN_FILE");
 
   std::string file;
-  size_t batch_size = 5000;
+  client::FileIngestOptions ingest_options;
   CLI::App* ingest = app.add_subcommand(
       "ingest", "Stream an event file into tlpd (JODIE, SNAP or tlpd CSV; .gz ok)");
   ingest->add_option("file", file, "Event file")->required()->check(CLI::ExistingFile);
-  ingest->add_option("--batch-size", batch_size, "Events per request")
+  ingest->add_option("--batch-size", ingest_options.batch_size, "Events per request")
       ->check(CLI::Range(1, 100000));
-  ingest->callback([&] { std::exit(Ingest(file, batch_size)); });
+  ingest
+      ->add_option("--streams", ingest_options.streams,
+                   "Requests in flight; above 1, events may arrive up to that many batches out "
+                   "of order (must fit tlpd's --lateness-seconds)")
+      ->check(CLI::Range(1, 64));
+  ingest->callback([&] { std::exit(Ingest(file, ingest_options)); });
 
   uint64_t src = 0, dst = 0;
   double at = 0;
