@@ -25,8 +25,10 @@ MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
   norm_p = torch::where(has_neighbors, norm_p, torch::ones_like(norm_p));
 
   MassAwareAggregateResult result;
-  const torch::Tensor scaled = weights / norm_p.unsqueeze(-1);              // [B, H, K]
-  result.output = torch::matmul(scaled.unsqueeze(-2), values).squeeze(-2);  // [B, H, D]
+  const torch::Tensor scaled = weights / norm_p.unsqueeze(-1);  // [B, H, K]
+  // [B, H, K] x [B, K, D] (values shared by the heads) or per head -> [B, H, D]
+  result.output = values.size(1) == 1 ? torch::bmm(scaled, values.squeeze(1))
+                                      : torch::matmul(scaled.unsqueeze(-2), values).squeeze(-2);
 
   torch::NoGradGuard no_grad;  // metrics are reported, never trained on
   const torch::Tensor safe_sum =
@@ -67,22 +69,38 @@ MassAwareAttentionImpl::MassAwareAttentionImpl(const MassAwareAttentionOptions& 
 AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
                                                 const torch::Tensor& neighbors,
                                                 const torch::Tensor& valid) {
+  // Factorised so that no key or value is ever projected (see the header): per head h,
+  //   score_j = q_h . (W_k,h x_j + b_k,h) = (W_k,h^T q_h) . x_j + const   (the constant cancels:
+  //   MAA is shift invariant per row), and
+  //   out_h = sum_j a_j (W_v,h x_j + b_v,h) = W_v,h (sum_j a_j x_j) + (sum_j a_j) b_v,h.
+  // So each query projects itself into the neighbour input space once, and its weighted sum of
+  // raw inputs is projected once, instead of projecting all `slots` keys and values: about 8x
+  // fewer FLOPs at k = 10 and the same result up to float rounding.
   const int64_t batch = query.size(0);
-  const int64_t slots = neighbors.size(1);
   const int64_t heads = options_.heads;
   const int64_t head_dim = options_.model_dim / heads;
-  // [B, H, 1, Dh] . [B, H, Dh, K] -> scores [B, H, K]
-  const torch::Tensor q = query_projection_(query).view({batch, heads, 1, head_dim});
-  const torch::Tensor k =
-      key_projection_(neighbors).view({batch, slots, heads, head_dim}).permute({0, 2, 3, 1});
-  const torch::Tensor v =
-      value_projection_(neighbors).view({batch, slots, heads, head_dim}).transpose(1, 2);
-  const torch::Tensor scores =
-      torch::matmul(q, k).squeeze(2) / std::sqrt(static_cast<double>(head_dim));
-  MassAwareAggregateResult aggregate = MassAwareAggregate(scores, v, valid, options_.p);
+  const int64_t input_dim = options_.neighbor_dim;
+  // [H, B, Dh] x [H, Dh, Din] -> [H, B, Din] -> [B, H, Din]
+  const torch::Tensor q = query_projection_(query).view({batch, heads, head_dim}).transpose(0, 1);
+  const torch::Tensor key_weight = key_projection_->weight.view({heads, head_dim, input_dim});
+  const torch::Tensor query_in_input_space = torch::bmm(q, key_weight).transpose(0, 1);
+  // [B, H, Din] x [B, Din, K] -> scores [B, H, K]
+  const torch::Tensor scores = torch::bmm(query_in_input_space, neighbors.transpose(1, 2)) /
+                               std::sqrt(static_cast<double>(head_dim));
+  // Values shared by every head: [B, 1, K, Din + 1]; the ones column sums the weights a_j.
+  const torch::Tensor values =
+      torch::cat({neighbors, torch::ones({batch, neighbors.size(1), 1}, neighbors.options())}, -1)
+          .unsqueeze(1);
+  MassAwareAggregateResult aggregate = MassAwareAggregate(scores, values, valid, options_.p);
+  // [H, B, Din] x [H, Din, Dh] -> [H, B, Dh], plus (sum a) b_v -> [B, H, Dh]
+  const torch::Tensor mixed = aggregate.output.narrow(-1, 0, input_dim).transpose(0, 1);
+  const torch::Tensor weight_sums = aggregate.output.narrow(-1, input_dim, 1);  // [B, H, 1]
+  const torch::Tensor value_weight =
+      value_projection_->weight.view({heads, head_dim, input_dim}).transpose(1, 2);
+  const torch::Tensor per_head = torch::bmm(mixed, value_weight).transpose(0, 1) +
+                                 weight_sums * value_projection_->bias.view({1, heads, head_dim});
   AttentionOutput result;
-  result.output =
-      dropout_(output_projection_(aggregate.output.reshape({batch, options_.model_dim})));
+  result.output = dropout_(output_projection_(per_head.reshape({batch, options_.model_dim})));
   result.metrics = std::move(aggregate.metrics);
   return result;
 }

@@ -22,12 +22,13 @@ struct AttentionMetrics {
 };
 
 struct MassAwareAggregateResult {
-  torch::Tensor output;  // [batch, heads, head_dim]
+  torch::Tensor output;  // [batch, heads, dim]
   AttentionMetrics metrics;
 };
 
 // The functional core, exposed for tests and reuse.
-//   scores: [batch, heads, slots]; values: [batch, heads, slots, head_dim];
+//   scores: [batch, heads, slots]; values: [batch, heads, slots, dim], or [batch, 1, slots, dim]
+//   for values shared by every head;
 //   valid:  [batch, slots] bool (true = a real neighbour).
 MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
                                             const torch::Tensor& values, const torch::Tensor& valid,
@@ -49,6 +50,12 @@ struct AttentionOutput {
 
 // Multi-head attention of one query over its neighbours, normalised by MAA. No LayerNorm
 // follows the aggregate: it would erase the magnitude signal.
+//
+// Computed in factorised form: the query is mapped into the neighbours' input space
+// (W_k^T q) and the weighted sum of raw neighbour inputs is projected once (W_v sum a_j x_j),
+// so keys and values are never materialised. Mathematically identical to projecting every
+// neighbour (the key bias only shifts all scores of a row, which MAA ignores, so it gets no
+// gradient); k times cheaper in the projections, which dominated scoring.
 class MassAwareAttentionImpl : public torch::nn::Module {
  public:
   explicit MassAwareAttentionImpl(const MassAwareAttentionOptions& options);

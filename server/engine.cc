@@ -420,44 +420,80 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
   scores->assign(count, LinkScore());
   if (count == 0) return Status::Ok();
   if (Status status = AwaitMemory(); !status.ok()) return status;
-  std::vector<int64_t> nodes(2 * count);
-  std::vector<double> times(2 * count);
+  // Endpoint i is src of query i, endpoint count + i its dst. Each distinct (node, time) is
+  // embedded once: TopK repeats its src for every candidate, and concurrent requests share
+  // popular nodes.
+  struct EndpointKey {
+    int64_t node;
+    double at;
+    bool operator==(const EndpointKey&) const = default;
+  };
+  struct EndpointHash {
+    size_t operator()(const EndpointKey& key) const {
+      return std::hash<int64_t>()(key.node) * 0x9E3779B97F4A7C15ULL ^ std::hash<double>()(key.at);
+    }
+  };
+  std::unordered_map<EndpointKey, int64_t, EndpointHash> row_of;
+  std::vector<int64_t> endpoint_row(2 * count), nodes, endpoint_node(2 * count);
+  std::vector<double> times;
   const double now = store_->max_ts();
   for (size_t i = 0; i < count; ++i) {
     LinkQuery query = queries[i];
     if (query.at <= 0) query.at = std::nextafter(now, INFINITY);  // "now" sees every event
     (*scores)[i].query = query;
-    nodes[i] = FindDense(query.src);
-    nodes[count + i] = FindDense(query.dst);
-    times[i] = times[count + i] = query.at;
+    endpoint_node[i] = FindDense(query.src);
+    endpoint_node[count + i] = FindDense(query.dst);
+  }
+  for (size_t endpoint = 0; endpoint < 2 * count; ++endpoint) {
+    const double at = (*scores)[endpoint % count].query.at;
+    const auto [it, inserted] =
+        row_of.try_emplace({endpoint_node[endpoint], at}, static_cast<int64_t>(nodes.size()));
+    if (inserted) {
+      nodes.push_back(endpoint_node[endpoint]);
+      times.push_back(at);
+    }
+    endpoint_row[endpoint] = it->second;
   }
   try {
     std::lock_guard lock(model_mutex_);
     CoverAssignedNodes();
     torch::NoGradGuard no_grad;
     const model::Embeddings embedded = model_->Embed(nodes, times, *sampler_);
+    const torch::Tensor rows =
+        torch::from_blob(endpoint_row.data(), {static_cast<int64_t>(2 * count)}, torch::kInt64)
+            .to(embedded.vectors.device());
+    const torch::Tensor src_rows = rows.narrow(0, 0, static_cast<int64_t>(count));
+    const torch::Tensor dst_rows =
+        rows.narrow(0, static_cast<int64_t>(count), static_cast<int64_t>(count));
     const torch::Tensor logits = model_
-                                     ->Predict(embedded.vectors.narrow(0, 0, count),
-                                               embedded.vectors.narrow(0, count, count))
-                                     .cpu();
-    const torch::Tensor norms = embedded.vectors.norm(2, 1).cpu();
-    const torch::Tensor ess = embedded.metrics.effective_neighbors.cpu();
-    const torch::Tensor mass = embedded.metrics.attention_mass.cpu();
-    const torch::Tensor entropy = embedded.metrics.attention_entropy.cpu();
-    const torch::Tensor used = embedded.metrics.neighbors_used.cpu();
-    auto metrics = [&](size_t row) {
+                                     ->Predict(embedded.vectors.index_select(0, src_rows),
+                                               embedded.vectors.index_select(0, dst_rows))
+                                     .cpu()
+                                     .contiguous();
+    // One device-to-host copy per column, then plain reads (no tensor per element).
+    auto host = [](const torch::Tensor& values, torch::ScalarType type) {
+      return values.to(torch::kCPU, type).contiguous();
+    };
+    const torch::Tensor norms = host(embedded.vectors.norm(2, 1), torch::kFloat32);
+    const torch::Tensor ess = host(embedded.metrics.effective_neighbors, torch::kFloat32);
+    const torch::Tensor mass = host(embedded.metrics.attention_mass, torch::kFloat32);
+    const torch::Tensor entropy = host(embedded.metrics.attention_entropy, torch::kFloat32);
+    const torch::Tensor used = host(embedded.metrics.neighbors_used, torch::kInt64);
+    auto metrics = [&](size_t endpoint) {
+      const int64_t row = endpoint_row[endpoint];
       EndpointMetrics m;
-      m.representation_norm = norms[row].item<float>();
-      m.effective_neighbors = ess[row].item<float>();
-      m.attention_mass = mass[row].item<float>();
-      m.attention_entropy = entropy[row].item<float>();
-      m.neighbors_used = static_cast<uint32_t>(used[row].item<int64_t>());
-      m.cold_start = nodes[row] == 0;
+      m.representation_norm = norms.data_ptr<float>()[row];
+      m.effective_neighbors = ess.data_ptr<float>()[row];
+      m.attention_mass = mass.data_ptr<float>()[row];
+      m.attention_entropy = entropy.data_ptr<float>()[row];
+      m.neighbors_used = static_cast<uint32_t>(used.data_ptr<int64_t>()[row]);
+      m.cold_start = endpoint_node[endpoint] == 0;
       return m;
     };
+    const float* logit = logits.data_ptr<float>();
     for (size_t i = 0; i < count; ++i) {
       LinkScore& score = (*scores)[i];
-      score.logit = logits[i].item<float>();
+      score.logit = logit[i];
       score.probability = 1.0f / (1.0f + std::exp(-score.logit));
       score.src_metrics = metrics(i);
       score.dst_metrics = metrics(count + i);

@@ -156,5 +156,65 @@ TEST(MassAwareAttention, MultiHeadModuleReportsMetricsPerQuery) {
       std::invalid_argument);
 }
 
+// The module computes attention in factorised form; it must equal the textbook form that
+// projects every neighbour into keys and values, with gradients, for softmax and MAA.
+TEST(MassAwareAttention, FactorisedFormEqualsProjectingEveryNeighbour) {
+  for (const double p : {1.0, 1.5, 3.0}) {
+    torch::manual_seed(11);
+    MassAwareAttentionOptions options;
+    options.query_dim = 6;
+    options.neighbor_dim = 5;
+    options.model_dim = 8;
+    options.heads = 2;
+    options.p = p;
+    options.dropout = 0.0;
+    MassAwareAttention attention(options);
+    const int64_t batch = 4, slots = 3, heads = 2, head_dim = 4;
+    const torch::Tensor query = torch::randn({batch, 6}, torch::kFloat64);
+    const torch::Tensor neighbors = torch::randn({batch, slots, 5}, torch::kFloat64);
+    const torch::Tensor valid =
+        torch::tensor({1, 1, 1, 1, 0, 1, 0, 0, 0, 1, 0, 0}, torch::kBool).view({batch, slots});
+    attention->to(torch::kFloat64);
+    const AttentionOutput factorised = attention->forward(query, neighbors, valid);
+
+    const auto params = attention->named_parameters();
+    auto linear = [&](const std::string& name, const torch::Tensor& x) {
+      return torch::nn::functional::linear(x, params[name + ".weight"], params[name + ".bias"]);
+    };
+    const torch::Tensor q = linear("query_projection", query).view({batch, heads, 1, head_dim});
+    const torch::Tensor k = linear("key_projection", neighbors)
+                                .view({batch, slots, heads, head_dim})
+                                .permute({0, 2, 3, 1});
+    const torch::Tensor v =
+        linear("value_projection", neighbors).view({batch, slots, heads, head_dim}).transpose(1, 2);
+    const torch::Tensor scores = torch::matmul(q, k).squeeze(2) / std::sqrt(4.0);
+    const MassAwareAggregateResult reference = MassAwareAggregate(scores, v, valid, p);
+    const torch::Tensor expected =
+        linear("output_projection", reference.output.reshape({batch, heads * head_dim}));
+
+    EXPECT_TRUE(torch::allclose(factorised.output, expected, 1e-9, 1e-12)) << "p=" << p;
+    EXPECT_TRUE(torch::allclose(factorised.metrics.attention_mass, reference.metrics.attention_mass,
+                                1e-9, 1e-12));
+    // Gradients of every parameter but the key bias (which only shifts whole rows) agree.
+    const auto factorised_grads = torch::autograd::grad({factorised.output.square().sum()},
+                                                        attention->parameters(), {}, true, false,
+                                                        /*allow_unused=*/true);
+    const auto expected_grads =
+        torch::autograd::grad({expected.square().sum()}, attention->parameters(), {}, false, false,
+                              /*allow_unused=*/true);
+    const std::vector<std::string> names = params.keys();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == "key_projection.bias") {
+        EXPECT_TRUE(!expected_grads[i].defined() ||
+                    expected_grads[i].abs().max().item<double>() < 1e-12);
+        continue;
+      }
+      ASSERT_TRUE(factorised_grads[i].defined()) << names[i];
+      EXPECT_TRUE(torch::allclose(factorised_grads[i], expected_grads[i], 1e-8, 1e-10))
+          << names[i] << " p=" << p;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tlp::model
