@@ -192,8 +192,9 @@ torch::Tensor TemporalLinkModelImpl::EmbedLayer(const torch::Tensor& nodes,
   }
   neighbor_parts.push_back(time_encoding_(query_ts - neighbor_ts));
   const torch::Tensor neighbors = torch::cat(neighbor_parts, -1);
+  // The query's own time offset is 0, and phi(0) = cos(0) = 1 in every dimension.
   const torch::Tensor query =
-      torch::cat({self, time_encoding_(torch::zeros({count}, float_options))}, -1);
+      torch::cat({self, torch::ones({count, config_.time_dim}, float_options)}, -1);
 
   AttentionOutput attended = attention_[layer - 1](query, neighbors, valid);
   if (metrics != nullptr) *metrics = attended.metrics;
