@@ -1,7 +1,8 @@
 // Scored link pairs per second of the TGN + MAA model (1 layer, k = 10, dims 100) on the bundled
-// Wikipedia stream, for batches of 1, 200 and 2000 pairs. Runs on `TLP_DEVICE` (cpu default,
-// cuda:0 on a GPU machine) with `TLP_THREADS` torch threads (default 2). Node memory is first
-// filled by replaying the whole stream in chunks of 200, as the daemon does.
+// Wikipedia stream, for batches of 1, 200 and 2000 pairs (20000 on a GPU), node memory updates
+// per second, and the machine's limits for both: GEMM FLOP/s and gather bandwidth. Runs on
+// `TLP_DEVICE` (cpu default, cuda:0 on a GPU machine) with `TLP_THREADS` torch threads (default 2).
+// Node memory is first filled by replaying the whole stream in chunks of 200, as the daemon does.
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
@@ -78,7 +79,80 @@ void BM_ScorePairs(benchmark::State& state) {
   state.counters["pairs_per_s"] = benchmark::Counter(
       static_cast<double>(pairs * state.iterations()), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_ScorePairs)->Arg(1)->Arg(200)->Arg(2000)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ScorePairs)
+    ->Arg(1)
+    ->Arg(200)
+    ->Arg(2000)
+    ->Arg(20000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Node memory updates per second: ApplyEvents over the stream in chunks of 200, as tlpd's
+// memory thread runs them (the model's ceiling for ingest).
+void BM_ApplyEvents(benchmark::State& state) {
+  Fixture& fixture = Shared();
+  torch::NoGradGuard no_grad;
+  int64_t begin = 0, applied = 0;
+  for (auto _ : state) {
+    if (begin + 200 > fixture.dataset.events()) begin = 0;
+    fixture.model->ApplyEvents(std::span(fixture.dataset.src).subspan(begin, 200),
+                               std::span(fixture.dataset.dst).subspan(begin, 200),
+                               std::span(fixture.dataset.ts).subspan(begin, 200), {});
+    begin += 200;
+    applied += 200;
+  }
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(applied), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ApplyEvents)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// --- Limits of this machine, for the figures above -------------------------------------------
+
+void Synchronize(const torch::Tensor& tensor) {
+  if (tensor.is_cuda()) benchmark::DoNotOptimize(tensor.sum().item<float>());
+}
+
+// float32 GEMM [m x k] x [k x n] on the model's device and threads. Shapes: the model's merge
+// layer at 2,000 pairs (4000 x 200 x 100) and a large square one (near peak).
+void BM_Gemm(benchmark::State& state) {
+  Shared();  // same threads and device as the model
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const torch::Device device = Shared().model->parameters().front().device();
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  const torch::Tensor a = torch::randn({m, k}, options), b = torch::randn({k, n}, options);
+  torch::Tensor c = torch::empty({m, n}, options);
+  for (auto _ : state) {
+    torch::mm_out(c, a, b);
+    Synchronize(c);
+  }
+  state.counters["flop_per_s"] = benchmark::Counter(
+      2.0 * static_cast<double>(m * k * n) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Gemm)
+    ->Args({4000, 200, 100})
+    ->Args({2048, 2048, 2048})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Memory bandwidth of a random row gather, the access pattern of memory and neighbour lookups:
+// 200,000 rows of 100 floats out of a table of 1,000,000 (400 MB), bytes read + written.
+void BM_Gather(benchmark::State& state) {
+  const torch::Device device = Shared().model->parameters().front().device();
+  const auto options = torch::TensorOptions().device(device);
+  const int64_t rows = 1000000, picked = 200000, width = 100;
+  const torch::Tensor table = torch::randn({rows, width}, options.dtype(torch::kFloat32));
+  const torch::Tensor index = torch::randint(rows, {picked}, options.dtype(torch::kInt64));
+  torch::Tensor out = torch::empty({picked, width}, options.dtype(torch::kFloat32));
+  for (auto _ : state) {
+    torch::index_select_out(out, table, 0, index);
+    Synchronize(out);
+  }
+  state.counters["bytes_per_s"] = benchmark::Counter(
+      2.0 * static_cast<double>(picked * width * 4) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Gather)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -1,13 +1,16 @@
 // Durable append throughput and k-most-recent lookup latency of the RocksDB temporal store,
 // on the bundled Wikipedia stream. Each append benchmark writes into a fresh store in /tmp.
 #include <benchmark/benchmark.h>
+#include <rocksdb/db.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
 #include "common/event_reader.h"
+#include "storage/rocksdb_options.h"
 #include "storage/temporal_store.h"
 
 namespace {
@@ -31,7 +34,8 @@ std::string FreshDir(const std::string& name) {
   return dir.string();
 }
 
-// Args: batch size, sync (1 = fsync every batch).
+// Args: batch size, sync (1 = fsync every batch), ids (1 = every event carries an event id, as
+// tlpctl ingest sends them: one more lookup and one more key per event).
 void BM_Append(benchmark::State& state) {
   const tlp::EventBatch& events = Wikipedia();
   const auto batch_size = static_cast<size_t>(state.range(0));
@@ -56,7 +60,13 @@ void BM_Append(benchmark::State& state) {
         position = 0;
         time_offset += events.ts.back();
       }
-      batch.Add(events.src[position], events.dst[position], events.ts[position] + time_offset);
+      const double ts = events.ts[position] + time_offset;
+      if (state.range(2) != 0) {
+        batch.Add(events.src[position], events.dst[position], ts, {},
+                  "wikipedia.csv.gz:" + std::to_string(appended + static_cast<int64_t>(i)));
+      } else {
+        batch.Add(events.src[position], events.dst[position], ts);
+      }
       ++position;
     }
     state.ResumeTiming();
@@ -69,10 +79,67 @@ void BM_Append(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_Append)
-    ->ArgsProduct({{1, 100, 1000, 10000}, {0, 1}})
-    ->ArgNames({"batch", "sync"})
+    ->ArgsProduct({{1, 100, 1000, 10000}, {0, 1}, {0}})
+    ->Args({10000, 1, 1})
+    ->ArgNames({"batch", "sync", "ids"})
     ->UseRealTime()
     ->MinTime(1.0);
+
+// The limit for BM_Append: RocksDB alone, with the store's own options, writing the same keys
+// and values per event (event log 8 B -> 41 B, two adjacency entries 24 B -> 8 B, event id
+// ~22 B -> 8 B) in one WriteBatch of 10,000 events with fsync, and nothing else: no
+// validation, no duplicate lookup, no neighbour cache.
+void BM_RawWriteBatch(benchmark::State& state) {
+  const std::string dir = FreshDir("raw");
+  rocksdb::Options options = tlp::storage::DatabaseOptions();
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const char* name : {"default", "events", "adjacency", "event_ids"}) {
+    families.emplace_back(name, tlp::storage::FamilyOptions(options, name));
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  if (!rocksdb::DB::Open(options, dir, families, &handles, &raw).ok()) {
+    state.SkipWithError("open failed");
+    return;
+  }
+  std::unique_ptr<rocksdb::DB> db(raw);
+  const tlp::EventBatch& events = Wikipedia();
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  char key[24] = {}, value[41] = {};
+  uint64_t sequence = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    rocksdb::WriteBatch batch;
+    std::vector<std::string> ids(10000);
+    for (size_t i = 0; i < ids.size(); ++i)
+      ids[i] = "wikipedia.csv.gz:" + std::to_string(sequence + i);
+    state.ResumeTiming();
+    for (size_t i = 0; i < 10000; ++i, ++sequence) {
+      const size_t e = sequence % events.size();
+      const uint64_t big = __builtin_bswap64(sequence);
+      std::memcpy(key, &big, 8);
+      std::memcpy(value, &events.src[e], 8);
+      batch.Put(handles[1], rocksdb::Slice(key, 8), rocksdb::Slice(value, sizeof(value)));
+      for (const uint64_t node : {events.src[e], events.dst[e]}) {
+        const uint64_t big_node = __builtin_bswap64(node);
+        std::memcpy(key, &big_node, 8);
+        std::memcpy(key + 16, &big, 8);
+        batch.Put(handles[2], rocksdb::Slice(key, 24), rocksdb::Slice(value, 8));
+      }
+      batch.Put(handles[3], ids[i], rocksdb::Slice(key, 8));
+    }
+    if (!db->Write(sync, &batch).ok()) state.SkipWithError("write failed");
+  }
+  state.counters["events_per_s"] = benchmark::Counter(
+      10000.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  for (rocksdb::ColumnFamilyHandle* handle : handles) db->DestroyColumnFamilyHandle(handle);
+  db.reset();
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_RawWriteBatch)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 // Lookups of the 10 most recent neighbours "now" (served by the in-memory cache) and at a
 // random past time (often a RocksDB reverse seek).

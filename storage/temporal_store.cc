@@ -1,10 +1,7 @@
 #include "storage/temporal_store.h"
 
 #include <rocksdb/db.h>
-#include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
-#include <rocksdb/slice_transform.h>
-#include <rocksdb/table.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
@@ -15,6 +12,7 @@
 
 #include "storage/event_codec.h"
 #include "storage/key_encoding.h"
+#include "storage/rocksdb_options.h"
 
 namespace tlp::storage {
 namespace {
@@ -42,41 +40,6 @@ std::string EncodeDouble(double value) {
   std::string out(sizeof(double), '\0');
   std::memcpy(out.data(), &value, sizeof(double));
   return out;
-}
-
-rocksdb::Options DatabaseOptions() {
-  rocksdb::Options options;
-  options.create_if_missing = false;
-  options.create_missing_column_families = false;
-  options.IncreaseParallelism(2);
-  options.OptimizeLevelStyleCompaction();
-  options.compression = rocksdb::kLZ4Compression;
-  options.max_total_wal_size = 256 << 20;
-  // One writer (TemporalStore serialises Append), which lets the memtable use insert hints.
-  options.allow_concurrent_memtable_write = false;
-  return options;
-}
-
-// Per column family memtable tuning. Profiling the append path showed ~65 % of its time in
-// skiplist searches; keys of the event log ascend, and adjacency keys ascend within each node,
-// so remembering the last insert position per prefix makes most inserts O(1). The cost is about
-// 250 bytes per distinct prefix (node) in each live memtable.
-rocksdb::ColumnFamilyOptions FamilyOptions(const rocksdb::Options& base, const std::string& name) {
-  rocksdb::ColumnFamilyOptions options(base);
-  if (name == "events") {
-    options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(4));
-  } else if (name == "adjacency") {
-    options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(8));
-  } else if (name == "event_ids") {
-    // Every append looks up all its ids, and nearly all are new: bloom filters in the memtable
-    // and in each table file answer those misses without a skiplist or block search.
-    options.memtable_prefix_bloom_size_ratio = 0.05;
-    options.memtable_whole_key_filtering = true;
-    rocksdb::BlockBasedTableOptions table;
-    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-    options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  }
-  return options;
 }
 
 std::string EventPrefix(size_t index) { return "event " + std::to_string(index) + ": "; }
