@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Every tlpd benchmark on this machine, as one table beside the machine's limits.
+#
+# Runs model_bench and storage_bench (Google Benchmark), then a real daemon on loopback with the
+# bundled Wikipedia stream (157,474 events): durable ingest over gRPC with 1 and 4 client
+# streams, ScoreLinks at concurrency 1/16/64, TopK over all 1,000 pages, RSS and RocksDB bytes
+# per event, and cold start (open + replay of the whole log without a memory checkpoint).
+# Writes OUT_DIR/results.json and OUT_DIR/table.md (bench/report.py) and prints the table.
+#
+# Usage: bash bench/run.sh [OUT_DIR]   (default bench/results/<date>-<host>)
+# Env: TLP_BUILD_DIR (default build), TLP_BENCH_MODEL (a tlpd train checkpoint to reuse;
+# default: train the bundled model for 1 epoch first, ~40 s), TLP_BENCH_SECONDS (per load
+# run, default 10). About 6 minutes on the 2-core machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${TLP_BUILD_DIR:-build}
+out=${1:-bench/results/$(date +%F)-$(hostname)}
+seconds=${TLP_BENCH_SECONDS:-10}
+data=$root/data/wikipedia.csv.gz
+tlpd=$build/server/tlpd
+tlpctl=$build/client/tlpctl
+for binary in "$tlpd" "$tlpctl" "$build/bench/model_bench" "$build/bench/storage_bench"; do
+  [[ -x $binary ]] || { echo "bench/run.sh: $binary missing: run scripts/build.sh" >&2; exit 1; }
+done
+mkdir -p "$out"
+work=$(mktemp -d)
+daemon=""
+trap 'kill $daemon 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+source tests/script_support.sh
+export TLP_SOURCE_DIR=$root
+
+echo "== machine" >&2
+{
+  echo "{\"cpu\": \"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)\","
+  echo " \"cores\": $(nproc), \"memory_gib\": $(awk '/MemTotal/ {printf "%.1f", $2 / 1048576}' /proc/meminfo),"
+  echo " \"commit\": \"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\", \"date\": \"$(date -u +%FT%TZ)\"}"
+} > "$out/machine.json"
+
+echo "== model_bench" >&2
+"$build/bench/model_bench" --benchmark_format=json --benchmark_out="$out/model_bench.json" \
+  --benchmark_out_format=json > /dev/null
+echo "== storage_bench" >&2
+"$build/bench/storage_bench" --benchmark_filter='Append/batch:10000/sync:1|RawWriteBatch|Recent' \
+  --benchmark_out="$out/storage_bench.json" --benchmark_out_format=json > /dev/null
+
+model=${TLP_BENCH_MODEL:-}
+if [[ -z $model ]]; then
+  echo "== training the bundled model (1 epoch)" >&2
+  model=$work/model.pt
+  "$tlpd" train --data "$data" --epochs 1 --no-eval --out "$model" > "$work/train.log" 2>&1
+fi
+
+port=$(free_port)
+address=127.0.0.1:$port
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+# start DATA_DIR: a daemon on $address; the streams of the 4-stream run drift apart in event
+# time by up to 4 batches, so lateness is opened wide for every run alike.
+start() {
+  "$tlpd" serve --listen "$address" --data-dir "$1" --checkpoint "$model" \
+    --lateness-seconds 1e9 > "$1.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 300); do
+    "$tlpctl" --address "$address" health > /dev/null 2>&1 && return 0
+    kill -0 "$daemon" 2>/dev/null || { cat "$1.log" >&2; exit 1; }
+    sleep 0.05
+  done
+  echo "bench/run.sh: tlpd did not serve" >&2; exit 1
+}
+stop() { kill -TERM "$daemon"; wait "$daemon" || true; daemon=""; }
+
+for streams in 4 1; do
+  echo "== ingest, $streams stream(s)" >&2
+  rm -rf "$work/data"
+  start "$work/data"
+  rss_empty=$(rss_kib "$daemon")
+  "$tlpctl" --address "$address" --json ingest --batch-size 5000 --streams "$streams" "$data" \
+    > "$out/ingest-$streams.json"
+  # GetModelInfo waits until node memory caught up with the log: durable + applied.
+  info_begin=$(date +%s.%N)
+  "$tlpctl" --address "$address" --json info > "$out/info-$streams.json"
+  echo "{\"streams\": $streams, \"info_begin\": $info_begin, \"info_end\": $(date +%s.%N)," \
+       "\"rss_empty_kib\": $rss_empty, \"rss_after_kib\": $(rss_kib "$daemon")}" \
+    > "$out/ingest-$streams-extra.json"
+  [[ $streams == 1 ]] || stop
+done
+
+for concurrency in 1 16 64; do
+  echo "== ScoreLinks, concurrency $concurrency" >&2
+  "$tlpctl" --address "$address" --json bench --kind score --concurrency "$concurrency" \
+    --pairs 10 --duration "$seconds" --pairs-from "$data" > "$out/score-$concurrency.json"
+done
+echo "== TopK over all pages" >&2
+"$tlpctl" --address "$address" --json bench --kind topk --concurrency 1 -k 10 \
+  --duration "$seconds" --pairs-from "$data" > "$out/topk-1.json"
+stop
+echo "{\"bytes\": $(du -sb "$work/data" | cut -f1)}" > "$out/disk.json"
+
+echo "== cold start" >&2
+rm -f "$work/data/memory.ckpt"
+begin=$(date +%s.%N)
+start "$work/data"
+echo "{\"begin\": $begin, \"serving\": $(date +%s.%N)," \
+     "\"log\": $(grep -m1 'replayed' "$work/data.log" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}" \
+  > "$out/cold-start.json"
+stop
+
+python3 bench/report.py "$out"
