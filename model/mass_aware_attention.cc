@@ -27,8 +27,7 @@ MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
   MassAwareAggregateResult result;
   const torch::Tensor scaled = weights / norm_p.unsqueeze(-1);  // [B, H, K]
   // [B, H, K] x [B, K, D] (values shared by the heads) or per head -> [B, H, D]
-  result.output = values.size(1) == 1 ? torch::bmm(scaled, values.squeeze(1))
-                                      : torch::matmul(scaled.unsqueeze(-2), values).squeeze(-2);
+  result.output = (scaled.unsqueeze(-1) * values).sum(2);
 
   torch::NoGradGuard no_grad;  // metrics are reported, never trained on
   const torch::Tensor safe_sum =
@@ -85,8 +84,9 @@ AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
   const torch::Tensor key_weight = key_projection_->weight.view({heads, head_dim, input_dim});
   const torch::Tensor query_in_input_space = torch::bmm(q, key_weight).transpose(0, 1);
   // [B, H, Din] x [B, Din, K] -> scores [B, H, K]
-  const torch::Tensor scores = torch::bmm(query_in_input_space, neighbors.transpose(1, 2)) /
-                               std::sqrt(static_cast<double>(head_dim));
+  const torch::Tensor scores =
+      (query_in_input_space.unsqueeze(2) * neighbors.unsqueeze(1)).sum(-1) /
+      std::sqrt(static_cast<double>(head_dim));
   // Values shared by every head: [B, 1, K, Din + 1]; the ones column sums the weights a_j.
   const torch::Tensor values =
       torch::cat({neighbors, torch::ones({batch, neighbors.size(1), 1}, neighbors.options())}, -1)

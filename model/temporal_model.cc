@@ -204,12 +204,37 @@ torch::Tensor TemporalLinkModelImpl::EmbedLayer(const torch::Tensor& nodes,
 Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
                                         std::span<const double> times,
                                         const NeighborSampler& sampler) {
-  const torch::Tensor index = IndexTensor(nodes);
   if (config_.has_memory()) PreparePendingView();
-  Embeddings result;
-  result.vectors = EmbedLayer(index, std::vector<double>(times.begin(), times.end()),
-                              config_.layers, sampler, &result.metrics);
+  // Queries are independent, so large calls run in slices: the attention's temporaries grow
+  // with the slice ([queries, heads, k, input] floats), and past ~64 MB each pass would get
+  // fresh pages from the kernel again (see common/allocator_tuning.h). 20,000 pairs at once
+  // ran at half the rate of 2,000.
+  constexpr size_t kSlice = 2048;
+  std::vector<torch::Tensor> vectors, ess, mass, entropy, used;
+  size_t begin = 0;
+  do {  // at least once: an empty call still gets empty tensors of the right shapes
+    const size_t size = std::min(kSlice, nodes.size() - begin);
+    AttentionMetrics metrics;
+    vectors.push_back(
+        EmbedLayer(IndexTensor(nodes.subspan(begin, size)),
+                   std::vector<double>(times.begin() + static_cast<ptrdiff_t>(begin),
+                                       times.begin() + static_cast<ptrdiff_t>(begin + size)),
+                   config_.layers, sampler, &metrics));
+    ess.push_back(metrics.effective_neighbors);
+    mass.push_back(metrics.attention_mass);
+    entropy.push_back(metrics.attention_entropy);
+    used.push_back(metrics.neighbors_used);
+    begin += kSlice;
+  } while (begin < nodes.size());
   ReleasePendingView();
+  Embeddings result;
+  if (vectors.size() == 1) {
+    result.vectors = vectors[0];
+    result.metrics = {ess[0], mass[0], entropy[0], used[0]};
+  } else {
+    result.vectors = torch::cat(vectors);
+    result.metrics = {torch::cat(ess), torch::cat(mass), torch::cat(entropy), torch::cat(used)};
+  }
   return result;
 }
 
