@@ -143,6 +143,52 @@ TEST(Device, CudaRequestFallsBackToCpuWithoutAGpu) {
   }
 }
 
+// On a GPU machine: the model on cuda:0 (node memory on the device) gives the CPU's memory,
+// embeddings and attention metrics for the same stream and weights. Skipped without a GPU.
+TEST(Device, CudaMatchesCpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(3);
+  TemporalLinkModel cpu(SmallConfig("tgn", 2, 0));
+  TemporalLinkModel gpu(SmallConfig("tgn", 2, 0));
+  {
+    torch::NoGradGuard no_grad;
+    const auto source = cpu->parameters();
+    const auto target = gpu->parameters();
+    for (size_t i = 0; i < source.size(); ++i) target[i].copy_(source[i]);
+  }
+  gpu->to(torch::Device("cuda:0"));
+  TemporalAdjacency adjacency;
+  std::mt19937_64 random(4);
+  for (TemporalLinkModel* model : {&cpu, &gpu}) {
+    (*model)->eval();
+    (*model)->EnsureNodes(60);
+    (*model)->ResetMemory();
+  }
+  torch::NoGradGuard no_grad;
+  for (int batch = 0; batch < 10; ++batch) {
+    std::vector<int64_t> src, dst;
+    std::vector<double> ts;
+    for (int i = 0; i < 20; ++i) {
+      src.push_back(1 + static_cast<int64_t>(random() % 30));
+      dst.push_back(31 + static_cast<int64_t>(random() % 29));
+      ts.push_back(batch * 100.0 + i);
+      adjacency.Add(src.back(), dst.back(), ts.back());
+    }
+    cpu->ApplyEvents(src, dst, ts, {});
+    gpu->ApplyEvents(src, dst, ts, {});
+  }
+  std::vector<int64_t> nodes;
+  for (int64_t node = 0; node < 60; ++node) nodes.push_back(node);
+  const std::vector<double> times(nodes.size(), 2000.0);
+  const Embeddings on_cpu = cpu->Embed(nodes, times, adjacency);
+  const Embeddings on_gpu = gpu->Embed(nodes, times, adjacency);
+  EXPECT_TRUE(on_gpu.vectors.is_cuda());
+  EXPECT_TRUE(torch::allclose(on_cpu.vectors, on_gpu.vectors.cpu(), 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(on_cpu.metrics.attention_mass, on_gpu.metrics.attention_mass.cpu(),
+                              1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(cpu->MemoryOf(nodes), gpu->MemoryOf(nodes), 1e-4, 1e-5));
+}
+
 // A synthetic stream whose signal is temporal activity: destinations are drawn from a skewed
 // (Zipf-like) distribution, negatives uniformly, so recently busy destinations are the likely
 // ones. A few epochs must learn that far above chance, and evaluation must run every strategy.

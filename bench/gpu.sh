@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU check of issue #9, as one script for a lent GPU machine (no gRPC or RocksDB there):
+# builds model/ with the machine's CUDA LibTorch (TLP_MODEL_ONLY), runs the model tests (where
+# Device.CudaMatchesCpu compares cuda:0 with the CPU instead of skipping), then model_bench on
+# cuda:0: pairs/s at batches of 200 / 2,000 / 20,000, memory updates/s, GEMM FLOP/s and the
+# gather bandwidth, which it prints as a fraction of the GPU's memory bandwidth.
+# Usage: bash bench/gpu.sh [OUT_DIR]   (default $OUT when set, else build-gpu/results)
+# Env: TLP_GPU_BANDWIDTH_GBS: the GPU's memory bandwidth in GB/s (default 4800, an H200).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-${OUT:-build-gpu/results}}
+mkdir -p "$out"
+prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv" || true
+cmake -S . -B build-gpu -DTLP_MODEL_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
+  > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+cmake --build build-gpu -j"$(nproc)" > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+if [[ -x build-gpu/tests/model_test ]]; then
+  build-gpu/tests/model_test 2>&1 | tee "$out/model_test.txt" | tail -5
+fi
+[[ -x build-gpu/bench/model_bench ]] || { echo "no Google Benchmark: no model_bench" >&2; exit 1; }
+TLP_DEVICE=cuda:0 TLP_SOURCE_DIR=$PWD build-gpu/bench/model_bench \
+  --benchmark_out="$out/model_bench_cuda.json" --benchmark_out_format=json | tee "$out/model_bench_cuda.txt"
+python3 - "$out/model_bench_cuda.json" "${TLP_GPU_BANDWIDTH_GBS:-4800}" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+peak = float(sys.argv[2]) * 1e9
+for entry in report["benchmarks"]:
+    if entry["name"].startswith("BM_Gather"):
+        print(f"gather {entry['bytes_per_s'] / 1e9:.0f} GB/s = {entry['bytes_per_s'] / peak:.1%} of {peak / 1e9:.0f} GB/s")
+PY
