@@ -134,16 +134,21 @@ TEST(MassAwareAggregate, GradientsAreFiniteAndMatchFiniteDifferences) {
   }
 }
 
+MassAwareAttentionOptions TwoHeadOptions(int64_t query_dim, int64_t neighbor_dim, int64_t model_dim,
+                                         double p) {
+  MassAwareAttentionOptions options;
+  options.query_dim = query_dim;
+  options.neighbor_dim = neighbor_dim;
+  options.model_dim = model_dim;
+  options.heads = 2;
+  options.p = p;
+  options.dropout = 0.0;
+  return options;
+}
+
 TEST(MassAwareAttention, MultiHeadModuleReportsMetricsPerQuery) {
   torch::manual_seed(5);
-  MassAwareAttentionOptions options;
-  options.query_dim = 6;
-  options.neighbor_dim = 8;
-  options.model_dim = 4;
-  options.heads = 2;
-  options.p = 2.0;
-  options.dropout = 0.0;
-  MassAwareAttention attention(options);
+  MassAwareAttention attention(TwoHeadOptions(6, 8, 4, 2.0));
   const torch::Tensor valid = torch::tensor({1, 1, 1, 0, 0, 0}, torch::kBool).view({2, 3});
   const auto out = attention->forward(torch::randn({2, 6}), torch::randn({2, 3, 8}), valid);
   EXPECT_EQ(out.output.sizes(), (std::vector<int64_t>{2, 4}));
@@ -161,14 +166,7 @@ TEST(MassAwareAttention, MultiHeadModuleReportsMetricsPerQuery) {
 TEST(MassAwareAttention, FactorisedFormEqualsProjectingEveryNeighbour) {
   for (const double p : {1.0, 1.5, 3.0}) {
     torch::manual_seed(11);
-    MassAwareAttentionOptions options;
-    options.query_dim = 6;
-    options.neighbor_dim = 5;
-    options.model_dim = 8;
-    options.heads = 2;
-    options.p = p;
-    options.dropout = 0.0;
-    MassAwareAttention attention(options);
+    MassAwareAttention attention(TwoHeadOptions(6, 5, 8, p));
     const int64_t batch = 4, slots = 3, heads = 2, head_dim = 4;
     const torch::Tensor query = torch::randn({batch, 6}, torch::kFloat64);
     const torch::Tensor neighbors = torch::randn({batch, slots, 5}, torch::kFloat64);
