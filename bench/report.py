@@ -9,6 +9,7 @@ Usage: bench/report.py OUT_DIR
 """
 import json
 import pathlib
+import statistics
 import sys
 
 # FLOPs of one embedding and one scored pair for the default model (memory, time and embedding
@@ -28,6 +29,10 @@ PAIR_FLOPS = 2 * EMBEDDING_FLOPS + 2 * 2 * D * D + 2 * D  # two endpoints + pred
 def load(directory, name):
     path = directory / name
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def spread(values):
+    return (f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})")
 
 
 def bench_counter(report, prefix, counter):
@@ -59,20 +64,24 @@ def main():
 
     events = None
     for streams in (1, 4):
-        ingest = load(directory, f"ingest-{streams}.json")
-        extra = load(directory, f"ingest-{streams}-extra.json")
-        events = ingest["sent"]
-        rate = ingest["events_per_second"]
-        row(f"durable ingest over gRPC, {streams} stream(s), events/s", f"{rate:,.0f}", ">= 200,000",
-            f"{raw_write:,.0f} (RocksDB raw WriteBatch)", rate / raw_write)
-        applied_seconds = ingest["seconds"] + extra["info_end"] - extra["info_begin"]
-        row(f"  ... and applied to node memory, {streams} stream(s), events/s",
-            f"{events / applied_seconds:,.0f}", "",
-            f"{memory_updates:,.0f} (model memory updates alone)",
-            events / applied_seconds / memory_updates)
+        rates, applied, rss, memtables = [], [], [], []
+        for run in (1, 2, 3):
+            ingest = load(directory, f"ingest-{streams}-{run}.json")
+            extra = load(directory, f"ingest-{streams}-{run}-extra.json")
+            events = ingest["sent"]
+            rates.append(ingest["events_per_second"])
+            applied.append(events / (ingest["seconds"] + extra["info_end"] - extra["info_begin"]))
+            rss.append((extra["rss_after_kib"] - extra["rss_empty_kib"]) / 1024 / events * 1e6)
+            memtables.append(extra["memtable_bytes"] / 2**20 / events * 1e6)
+        row(f"durable ingest over gRPC, {streams} stream(s), events/s (median; range of 3)",
+            spread(rates), ">= 200,000", f"{raw_write:,.0f} (RocksDB raw WriteBatch)",
+            statistics.median(rates) / raw_write)
+        row(f"  ... and applied to node memory, {streams} stream(s), events/s", spread(applied),
+            "", f"{memory_updates:,.0f} (model memory updates alone)",
+            statistics.median(applied) / memory_updates)
         if streams == 1:
-            rss_per_million = ((extra["rss_after_kib"] - extra["rss_empty_kib"]) / 1024
-                               / events * 1e6)
+            rss_per_million = statistics.median(rss)
+            memtables_per_million = statistics.median(memtables)
     row("store append alone (with ids, batch 10,000, fsync), events/s", f"{append_ids:,.0f}", "",
         f"{raw_write:,.0f} (RocksDB raw WriteBatch)", append_ids / raw_write)
 
@@ -95,7 +104,9 @@ def main():
     cold_limit = events / memory_updates
     row(f"cold start: exec to SERVING, replaying {events:,} events, s", f"{cold_seconds:.2f}",
         "<= 5", f"{cold_limit:.2f} s (model memory updates alone)", cold_limit / cold_seconds)
-    row("RSS per million events ingested, MiB", f"{rss_per_million:,.0f}")
+    row("RSS growth per million events ingested, MiB (of it RocksDB memtables, which flush "
+        "at 64 MiB per column family instead of growing on)",
+        f"{rss_per_million:,.0f} ({memtables_per_million:,.0f})")
     disk = load(directory, "disk.json")
     row("RocksDB bytes per event on disk (SST + WAL after shutdown)",
         f"{disk['bytes'] / events:,.0f}")

@@ -53,12 +53,19 @@ fi
 
 port=$(free_port)
 address=127.0.0.1:$port
+metrics_port=$(free_port)
+memtable_bytes() {  # RocksDB memtables, from tlpd's /metrics: data, not a leak (flushed at 64 MiB)
+  python3 -c 'import sys, urllib.request
+for line in urllib.request.urlopen(sys.argv[1]).read().decode().splitlines():
+    if line.startswith("tlpd_rocksdb_memtable_bytes "): print(int(float(line.split()[1])))' \
+    "http://127.0.0.1:$metrics_port/metrics"
+}
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 # start DATA_DIR: a daemon on $address; the streams of the 4-stream run drift apart in event
 # time by up to 4 batches, so lateness is opened wide for every run alike.
 start() {
   "$tlpd" serve --listen "$address" --data-dir "$1" --checkpoint "$model" \
-    --lateness-seconds 1e9 > "$1.log" 2>&1 &
+    --metrics-listen "127.0.0.1:$metrics_port" --lateness-seconds 1e9 > "$1.log" 2>&1 &
   daemon=$!
   for _ in $(seq 300); do
     "$tlpctl" --address "$address" health > /dev/null 2>&1 && return 0
@@ -69,20 +76,25 @@ start() {
 }
 stop() { kill -TERM "$daemon"; wait "$daemon" || true; daemon=""; }
 
+# Three runs per setting (a fresh store each): one run is ~1 s, and single runs vary by up to a
+# third on this machine. The daemon of the last 1-stream run stays up for the load runs.
 for streams in 4 1; do
-  echo "== ingest, $streams stream(s)" >&2
-  rm -rf "$work/data"
-  start "$work/data"
-  rss_empty=$(rss_kib "$daemon")
-  "$tlpctl" --address "$address" --json ingest --batch-size 5000 --streams "$streams" "$data" \
-    > "$out/ingest-$streams.json"
-  # GetModelInfo waits until node memory caught up with the log: durable + applied.
-  info_begin=$(date +%s.%N)
-  "$tlpctl" --address "$address" --json info > "$out/info-$streams.json"
-  echo "{\"streams\": $streams, \"info_begin\": $info_begin, \"info_end\": $(date +%s.%N)," \
-       "\"rss_empty_kib\": $rss_empty, \"rss_after_kib\": $(rss_kib "$daemon")}" \
-    > "$out/ingest-$streams-extra.json"
-  [[ $streams == 1 ]] || stop
+  for run in 1 2 3; do
+    echo "== ingest, $streams stream(s), run $run" >&2
+    rm -rf "$work/data"
+    start "$work/data"
+    rss_empty=$(rss_kib "$daemon")
+    "$tlpctl" --address "$address" --json ingest --batch-size 5000 --streams "$streams" "$data" \
+      > "$out/ingest-$streams-$run.json" 2> /dev/null
+    # GetModelInfo waits until node memory caught up with the log: durable + applied.
+    info_begin=$(date +%s.%N)
+    "$tlpctl" --address "$address" --json info > /dev/null
+    echo "{\"info_begin\": $info_begin, \"info_end\": $(date +%s.%N)," \
+         "\"rss_empty_kib\": $rss_empty, \"rss_after_kib\": $(rss_kib "$daemon")," \
+         "\"memtable_bytes\": $(memtable_bytes)}" \
+      > "$out/ingest-$streams-$run-extra.json"
+    [[ $streams == 1 && $run == 3 ]] || stop
+  done
 done
 
 for concurrency in 1 16 64; do
