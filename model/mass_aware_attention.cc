@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/fused_attention.h"
+
 namespace tlp::model {
 
 MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
@@ -83,15 +85,22 @@ AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
   const torch::Tensor q = query_projection_(query).view({batch, heads, head_dim}).transpose(0, 1);
   const torch::Tensor key_weight = key_projection_->weight.view({heads, head_dim, input_dim});
   const torch::Tensor query_in_input_space = torch::bmm(q, key_weight).transpose(0, 1);
-  // [B, H, Din] x [B, Din, K] -> scores [B, H, K]
-  const torch::Tensor scores =
-      (query_in_input_space.unsqueeze(2) * neighbors.unsqueeze(1)).sum(-1) /
-      std::sqrt(static_cast<double>(head_dim));
-  // Values shared by every head: [B, 1, K, Din + 1]; the ones column sums the weights a_j.
-  const torch::Tensor values =
-      torch::cat({neighbors, torch::ones({batch, neighbors.size(1), 1}, neighbors.options())}, -1)
-          .unsqueeze(1);
-  MassAwareAggregateResult aggregate = MassAwareAggregate(scores, values, valid, options_.p);
+  const double score_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  MassAwareAggregateResult aggregate;
+  if (!torch::GradMode::is_enabled() && neighbors.is_cpu() &&
+      neighbors.scalar_type() == torch::kFloat32) {
+    aggregate =
+        FusedMassAwareAttend(query_in_input_space, neighbors, valid, score_scale, options_.p);
+  } else {
+    // [B, H, Din] x [B, Din, K] -> scores [B, H, K]
+    const torch::Tensor scores =
+        (query_in_input_space.unsqueeze(2) * neighbors.unsqueeze(1)).sum(-1) * score_scale;
+    // Values shared by every head: [B, 1, K, Din + 1]; the ones column sums the weights a_j.
+    const torch::Tensor values =
+        torch::cat({neighbors, torch::ones({batch, neighbors.size(1), 1}, neighbors.options())}, -1)
+            .unsqueeze(1);
+    aggregate = MassAwareAggregate(scores, values, valid, options_.p);
+  }
   // [H, B, Din] x [H, Din, Dh] -> [H, B, Dh], plus (sum a) b_v -> [B, H, Dh]
   const torch::Tensor mixed = aggregate.output.narrow(-1, 0, input_dim).transpose(0, 1);
   const torch::Tensor weight_sums = aggregate.output.narrow(-1, input_dim, 1);  // [B, H, 1]

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "model/fused_attention.h"
+
 namespace tlp::model {
 namespace {
 
@@ -212,6 +214,49 @@ TEST(MassAwareAttention, FactorisedFormEqualsProjectingEveryNeighbour) {
           << names[i] << " p=" << p;
     }
   }
+}
+
+// The hand-written inference core equals the differentiable path: outputs, weight sums and
+// every metric, including rows with a single neighbour and rows without any.
+TEST(FusedMassAwareAttend, EqualsTheDifferentiablePath) {
+  torch::manual_seed(21);
+  const int64_t batch = 40, heads = 2, slots = 7, dim = 19;
+  const torch::Tensor u = torch::randn({batch, heads, dim});
+  const torch::Tensor x = torch::randn({batch, slots, dim});
+  torch::Tensor valid = torch::rand({batch, slots}) > 0.3;
+  valid[0].fill_(false);
+  valid[1].fill_(false);
+  valid[1][3] = true;
+  for (const double p : {1.0, 1.1, 2.0, 4.0}) {
+    const MassAwareAggregateResult fused = FusedMassAwareAttend(u, x, valid, 0.25, p);
+    const torch::Tensor scores = (u.unsqueeze(2) * x.unsqueeze(1)).sum(-1) * 0.25;
+    const torch::Tensor values = torch::cat({x, torch::ones({batch, slots, 1})}, -1).unsqueeze(1);
+    const MassAwareAggregateResult reference = MassAwareAggregate(scores, values, valid, p);
+    EXPECT_TRUE(torch::allclose(fused.output, reference.output, 1e-5, 1e-5)) << "p=" << p;
+    EXPECT_TRUE(torch::allclose(fused.metrics.effective_neighbors,
+                                reference.metrics.effective_neighbors, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(fused.metrics.attention_mass, reference.metrics.attention_mass,
+                                1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(fused.metrics.attention_entropy,
+                                reference.metrics.attention_entropy, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::equal(fused.metrics.neighbors_used, reference.metrics.neighbors_used));
+    EXPECT_EQ(fused.output[0].abs().sum().item<float>(), 0.0f);  // no neighbours: exactly 0
+  }
+}
+
+// The module takes the fused core when gradients are off; its output must not change.
+TEST(MassAwareAttention, InferenceEqualsTrainingPathWithoutDropout) {
+  torch::manual_seed(12);
+  MassAwareAttention attention(TwoHeadOptions(6, 5, 8, 1.5));
+  const torch::Tensor query = torch::randn({30, 6});
+  const torch::Tensor neighbors = torch::randn({30, 4, 5});
+  const torch::Tensor valid = torch::rand({30, 4}) > 0.4;
+  const AttentionOutput with_grad = attention->forward(query, neighbors, valid);
+  torch::NoGradGuard no_grad;
+  const AttentionOutput fused = attention->forward(query, neighbors, valid);
+  EXPECT_TRUE(torch::allclose(with_grad.output.detach(), fused.output, 1e-5, 1e-6));
+  EXPECT_TRUE(
+      torch::allclose(with_grad.metrics.attention_mass, fused.metrics.attention_mass, 1e-5, 1e-6));
 }
 
 }  // namespace

@@ -1,0 +1,27 @@
+// FusedMassAwareAttend: the factorised core of MassAwareAttention (scores, MAA weights, weighted
+// sum of raw neighbour inputs, metrics) for inference on the CPU, in one pass per query.
+//
+// Why by hand: torch runs this core as a concatenation and four passes over
+// [queries, heads, slots, input] temporaries (broadcast multiply, sum, weighted multiply, sum).
+// They are memory-bound and were half the time of a TopK over 1,000 candidates. Here a query's
+// k neighbour rows (k x input floats, resident in L1) are read twice and nothing of that size is
+// written. No autograd: MassAwareAttention calls it only with gradients off, on CPU float32,
+// and tests/mass_aware_attention_test.cc holds it equal to the differentiable path.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "model/mass_aware_attention.h"
+
+namespace tlp::model {
+
+// query_in_input_space: [B, H, D] float32 (W_k^T q per head); neighbors: [B, K, D] float32;
+// valid: [B, K] bool. Scores are (u . x_k) * score_scale. Returns output [B, H, D + 1]: per
+// head sum_k a_k x_k, then sum_k a_k, with a_k the MAA weights of MassAwareAggregate, and the
+// same metrics as MassAwareAggregate.
+MassAwareAggregateResult FusedMassAwareAttend(const torch::Tensor& query_in_input_space,
+                                              const torch::Tensor& neighbors,
+                                              const torch::Tensor& valid, double score_scale,
+                                              double p);
+
+}  // namespace tlp::model
