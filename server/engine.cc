@@ -230,7 +230,14 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
                                          result->QueueForMemory(batch, first);
                                          return Status::Ok();
                                        });
-  if (status.ok()) status = result->AwaitMemory();
+  if (!status.ok()) return status;
+  {
+    // Everything queued is applied (not only the complete chunks AwaitMemory waits for), so the
+    // open chunk read below is the memory thread's final state until the next ingest.
+    std::unique_lock lock(result->memory_queue_mutex_);
+    result->memory_room_.wait(lock, [&] { return result->queued_memory_events_ == 0; });
+    status = result->memory_status_;
+  }
   if (!status.ok()) return status;
   spdlog::info(
       "restored memory at sequence {}, replayed {} events in {:.2f} s ({} in the open chunk)",
