@@ -5,6 +5,26 @@
 #include <rocksdb/table.h>
 
 namespace tlp::storage {
+namespace {
+
+// Insert-hint prefix of an event id: the part up to its last ':' when a decimal position follows
+// (ids such as tlpctl's "<file>:<position>", or "<producer>:<counter>"), else "" (all other ids
+// share one hint). One stream's ids then ascend within their prefix, except where the position
+// gains a digit, so their memtable inserts land next to the previous one instead of searching
+// the skiplist from the top.
+class EventIdStreamPrefix : public rocksdb::SliceTransform {
+ public:
+  const char* Name() const override { return "tlp.EventIdStreamPrefix"; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    size_t colon = key.size();
+    while (colon > 0 && key[colon - 1] >= '0' && key[colon - 1] <= '9') --colon;
+    if (colon == key.size() || colon == 0 || key[colon - 1] != ':') return rocksdb::Slice();
+    return rocksdb::Slice(key.data(), colon);
+  }
+  bool InDomain(const rocksdb::Slice&) const override { return true; }
+};
+
+}  // namespace
 
 rocksdb::Options DatabaseOptions() {
   rocksdb::Options options;
@@ -32,6 +52,7 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const rocksdb::Options& base, const s
   } else if (name == "event_ids") {
     // Every append looks up all its ids, and nearly all are new: bloom filters in the memtable
     // and in each table file answer those misses without a skiplist or block search.
+    options.memtable_insert_with_hint_prefix_extractor = std::make_shared<EventIdStreamPrefix>();
     options.memtable_prefix_bloom_size_ratio = 0.05;
     options.memtable_whole_key_filtering = true;
     rocksdb::BlockBasedTableOptions table;
