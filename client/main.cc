@@ -13,10 +13,10 @@
 #include <unordered_map>
 
 #include "client/daemon_client.h"
-#include "client/file_ingest.h"
 #include "client/health_check.h"
 #include "client/load_generator.h"
 #include "client/plot.h"
+#include "client/stream_ingest.h"
 #include "common/event_reader.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
@@ -115,17 +115,16 @@ void Progress(const char* format, auto... values) {
   std::fputs(terminal ? "   " : "\n", stderr);
 }
 
-int Ingest(const std::string& path, const client::FileIngestOptions& options) {
-  std::unique_ptr<tlp::EventReader> reader;
-  tlp::Status status = tlp::EventReader::Open(path, &reader);
-  if (!status.ok()) return Fail(status);
+// Sends `source` to tlpd with progress on stderr and a summary on stdout.
+int Send(const std::string& label, const std::string& id_prefix, const client::BatchSource& source,
+         const client::StreamIngestOptions& options) {
   tlp::client::DaemonClient client = Connect();
-  client.set_id_prefix(IdPrefix(path));
+  client.set_id_prefix(id_prefix);
   const auto start = std::chrono::steady_clock::now();
-  client::FileIngestTotals totals;
-  status = client::IngestFile(
-      client, *reader, options,
-      [&](const client::FileIngestTotals& so_far) {
+  client::StreamIngestTotals totals;
+  const tlp::Status status = client::IngestStream(
+      client, source, options,
+      [&](const client::StreamIngestTotals& so_far) {
         Progress("ingested %llu events (%llu new, %llu duplicates)  %.0f events/s",
                  static_cast<unsigned long long>(so_far.sent),
                  static_cast<unsigned long long>(so_far.accepted),
@@ -150,10 +149,44 @@ int Ingest(const std::string& path, const client::FileIngestOptions& options) {
   } else {
     std::fprintf(stderr, "\n");
     std::printf("ingested %llu events from %s in %.2f s (%llu new, %llu duplicates)\n",
-                static_cast<unsigned long long>(totals.sent), path.c_str(), seconds,
+                static_cast<unsigned long long>(totals.sent), label.c_str(), seconds,
                 static_cast<unsigned long long>(totals.accepted),
                 static_cast<unsigned long long>(totals.duplicates));
   }
+  return 0;
+}
+
+int Ingest(const std::string& path, const client::StreamIngestOptions& options) {
+  std::unique_ptr<tlp::EventReader> reader;
+  const tlp::Status status = tlp::EventReader::Open(path, &reader);
+  if (!status.ok()) return Fail(status);
+  return Send(path, IdPrefix(path), client::ReaderSource(*reader), options);
+}
+
+// `tlpctl gen`: a synthetic stream into a tlpd CSV file, or straight into the daemon.
+int Generate(const tlp::GraphGeneratorOptions& generator_options, const std::string& out,
+             const client::StreamIngestOptions& options) {
+  tlp::GraphGenerator generator(generator_options);
+  if (out.empty()) {
+    // Ids name the generator's settings, so re-sending the same stream stores nothing twice.
+    const std::string prefix = "gen-" + std::to_string(generator_options.seed) + "-" +
+                               std::to_string(generator_options.nodes) + "-" +
+                               std::to_string(generator_options.destinations);
+    return Send("the generator", prefix, client::GeneratorSource(generator), options);
+  }
+  std::FILE* file = std::fopen(out.c_str(), "w");
+  if (file == nullptr) return Fail(tlp::Status::IoError("cannot write '" + out + "'"));
+  std::fputs("src,dst,ts\n", file);
+  tlp::EventBatch batch;
+  for (generator.Next(100000, &batch); !batch.empty(); generator.Next(100000, &batch)) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      std::fprintf(file, "%llu,%llu,%.6f\n", static_cast<unsigned long long>(batch.src[i]),
+                   static_cast<unsigned long long>(batch.dst[i]), batch.ts[i]);
+    }
+  }
+  if (std::fclose(file) != 0) return Fail(tlp::Status::IoError("cannot write '" + out + "'"));
+  std::printf("wrote %llu events to %s\n", static_cast<unsigned long long>(generator.generated()),
+              out.c_str());
   return 0;
 }
 
@@ -290,7 +323,7 @@ int main(int argc, char** argv) {
       ->envname("TLPCTL_TOKEN_FILE");
 
   std::string file;
-  client::FileIngestOptions ingest_options;
+  client::StreamIngestOptions ingest_options;
   CLI::App* ingest = app.add_subcommand(
       "ingest", "Stream an event file into tlpd (JODIE, SNAP or tlpd CSV; .gz ok)");
   ingest->add_option("file", file, "Event file")->required()->check(CLI::ExistingFile);
@@ -302,6 +335,29 @@ int main(int argc, char** argv) {
                    "of order (must fit tlpd's --lateness-seconds)")
       ->check(CLI::Range(1, 64));
   ingest->callback([&] { std::exit(Ingest(file, ingest_options)); });
+
+  tlp::GraphGeneratorOptions generator_options;
+  std::string generator_out;
+  client::StreamIngestOptions generator_send;
+  CLI::App* gen = app.add_subcommand(
+      "gen",
+      "Generate a seeded synthetic temporal graph (power-law degrees, bursty times, optionally "
+      "bipartite) into tlpd, or into a CSV file with --out");
+  gen->add_option("--events", generator_options.events, "Events to generate");
+  gen->add_option("--nodes", generator_options.nodes, "Nodes (source nodes when bipartite)")
+      ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 48));
+  gen->add_option("--destinations", generator_options.destinations,
+                  "Destination nodes: > 0 makes the graph bipartite");
+  gen->add_option("--rate", generator_options.events_per_second,
+                  "Mean events per second of event time")
+      ->check(CLI::PositiveNumber);
+  gen->add_option("--seed", generator_options.seed, "Seed (same seed, same stream)");
+  gen->add_option("--out", generator_out, "Write a tlpd CSV file instead of sending to tlpd");
+  gen->add_option("--batch-size", generator_send.batch_size, "Events per request")
+      ->check(CLI::Range(1, 100000));
+  gen->add_option("--streams", generator_send.streams, "Requests in flight")
+      ->check(CLI::Range(1, 64));
+  gen->callback([&] { std::exit(Generate(generator_options, generator_out, generator_send)); });
 
   uint64_t src = 0, dst = 0;
   double at = 0;

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "client/file_ingest.h"
 #include "client/health_check.h"
+#include "client/stream_ingest.h"
 #include "model/checkpoint.h"
 #include "server/serve_command.h"
 #include "tests/test_model.h"
@@ -52,8 +52,8 @@ class DaemonTest : public ::testing::Test {
 
 // tlpctl ingest's engine: several requests in flight, each event stored once, re-runs
 // deduplicated, and a read error stops sending with what was acknowledged stored.
-TEST(FileIngestTest, SeveralStreamsStoreEveryEventOnce) {
-  const std::filesystem::path dir = testing::FreshDirectory("tlp_file_ingest");
+TEST(StreamIngestTest, SeveralStreamsStoreEveryEventOnce) {
+  const std::filesystem::path dir = testing::FreshDirectory("tlp_stream_ingest");
   ASSERT_TRUE(testing::WriteSmallModel(dir / "model.pt", 16, 1).ok());
   ServeOptions options;
   options.listen = "127.0.0.1:0";
@@ -75,7 +75,7 @@ TEST(FileIngestTest, SeveralStreamsStoreEveryEventOnce) {
     }
     return (dir / name).string();
   };
-  client::FileIngestOptions ingest;
+  client::StreamIngestOptions ingest;
   ingest.batch_size = 7;
   ingest.streams = 4;
   client::DaemonClient client(address, 10);
@@ -83,11 +83,11 @@ TEST(FileIngestTest, SeveralStreamsStoreEveryEventOnce) {
   for (int run = 0; run < 2; ++run) {
     std::unique_ptr<EventReader> reader;
     ASSERT_TRUE(EventReader::Open(write_file("good.csv", 500, 0), &reader).ok());
-    client::FileIngestTotals totals;
+    client::StreamIngestTotals totals;
     int progress_calls = 0;
-    const Status status = client::IngestFile(
-        client, *reader, ingest, [&](const client::FileIngestTotals&) { ++progress_calls; },
-        &totals);
+    const Status status = client::IngestStream(
+        client, client::ReaderSource(*reader), ingest,
+        [&](const client::StreamIngestTotals&) { ++progress_calls; }, &totals);
     ASSERT_TRUE(status.ok()) << status.ToString();
     EXPECT_EQ(totals.sent, 500u);
     EXPECT_EQ(totals.accepted, run == 0 ? 500u : 0u);
@@ -99,8 +99,9 @@ TEST(FileIngestTest, SeveralStreamsStoreEveryEventOnce) {
   client.set_id_prefix("bad.csv");
   std::unique_ptr<EventReader> reader;
   ASSERT_TRUE(EventReader::Open(write_file("bad.csv", 500, 300), &reader).ok());
-  client::FileIngestTotals totals;
-  const Status status = client::IngestFile(client, *reader, ingest, {}, &totals);
+  client::StreamIngestTotals totals;
+  const Status status =
+      client::IngestStream(client, client::ReaderSource(*reader), ingest, {}, &totals);
   EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << status.ToString();
   EXPECT_NE(status.message().find("bad.csv:301"), std::string::npos) << status.ToString();
   EXPECT_LT(totals.sent, 300u);

@@ -1,4 +1,5 @@
-// IngestFile: streams an event file into tlpd with several requests in flight.
+// IngestStream: sends a stream of events (a file, a generator) to tlpd with several requests in
+// flight.
 //
 // One synchronous request at a time leaves both sides idle half the time: the client parses the
 // next batch only after the daemon acknowledged the last one, and the daemon waits for it. Here
@@ -16,26 +17,36 @@
 
 #include "client/daemon_client.h"
 #include "common/event_reader.h"
+#include "common/graph_generator.h"
 #include "common/status.h"
 
 namespace tlp::client {
 
-struct FileIngestOptions {
+struct StreamIngestOptions {
   size_t batch_size = 5000;  // events per IngestBatch
   size_t streams = 1;        // requests in flight
 };
 
-struct FileIngestTotals {
+struct StreamIngestTotals {
   uint64_t sent = 0;  // events acknowledged (stored or found to be duplicates)
   uint64_t accepted = 0;
   uint64_t duplicates = 0;
 };
 
-// Sends everything `reader` yields. On the first failure (a read error or a refused request)
+// Fills a batch with up to `max_events` next events; an empty batch ends the stream.
+// EventReader::Next and GraphGenerator::Next fit.
+using BatchSource = std::function<Status(size_t max_events, EventBatch* batch)>;
+
+// Sources over a file reader and a synthetic generator (each must outlive the source).
+BatchSource ReaderSource(EventReader& reader);
+BatchSource GeneratorSource(GraphGenerator& generator);
+
+// Sends everything `source` yields. On the first failure (a read error or a refused request)
 // stops sending and returns it; `totals` then counts what was acknowledged before. `progress`
 // (optional) is called after each acknowledged batch, from a sender thread, one call at a time.
-Status IngestFile(DaemonClient& client, EventReader& reader, const FileIngestOptions& options,
-                  const std::function<void(const FileIngestTotals&)>& progress,
-                  FileIngestTotals* totals);
+Status IngestStream(DaemonClient& client, const BatchSource& source,
+                    const StreamIngestOptions& options,
+                    const std::function<void(const StreamIngestTotals&)>& progress,
+                    StreamIngestTotals* totals);
 
 }  // namespace tlp::client

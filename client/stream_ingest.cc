@@ -1,4 +1,4 @@
-#include "client/file_ingest.h"
+#include "client/stream_ingest.h"
 
 #include <condition_variable>
 #include <deque>
@@ -8,10 +8,22 @@
 
 namespace tlp::client {
 
-Status IngestFile(DaemonClient& client, EventReader& reader, const FileIngestOptions& options,
-                  const std::function<void(const FileIngestTotals&)>& progress,
-                  FileIngestTotals* totals) {
-  *totals = FileIngestTotals();
+BatchSource ReaderSource(EventReader& reader) {
+  return [&reader](size_t max_events, EventBatch* batch) { return reader.Next(max_events, batch); };
+}
+
+BatchSource GeneratorSource(GraphGenerator& generator) {
+  return [&generator](size_t max_events, EventBatch* batch) {
+    generator.Next(max_events, batch);
+    return Status::Ok();
+  };
+}
+
+Status IngestStream(DaemonClient& client, const BatchSource& source,
+                    const StreamIngestOptions& options,
+                    const std::function<void(const StreamIngestTotals&)>& progress,
+                    StreamIngestTotals* totals) {
+  *totals = StreamIngestTotals();
   const size_t streams = std::max<size_t>(options.streams, 1);
   struct Work {
     EventBatch batch;
@@ -56,7 +68,7 @@ Status IngestFile(DaemonClient& client, EventReader& reader, const FileIngestOpt
   Status read_status;
   while (true) {
     Work work;
-    read_status = reader.Next(options.batch_size, &work.batch);
+    read_status = source(options.batch_size, &work.batch);
     if (!read_status.ok() || work.batch.empty()) break;
     work.first = position;
     position += work.batch.size();
