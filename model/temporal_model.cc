@@ -291,12 +291,14 @@ void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src, std::span<
   const torch::Tensor all_raw = torch::cat({torch::cat(src_parts, -1), torch::cat(dst_parts, -1)});
   const torch::Tensor all_ts = torch::cat({event_ts, event_ts});
 
-  // The last occurrence of each node: scatter positions with "max" reduction.
+  // The last occurrence of each node: scatter positions with "max" reduction over the batch's
+  // distinct nodes (a scatter over all node slots cost O(nodes) per chunk: at 1M nodes it halved
+  // the ingest rate).
   const torch::Tensor positions = torch::arange(2 * events, cpu_long.device(device()));
-  torch::Tensor last_position = torch::full({memory_.size(0)}, -1, cpu_long.device(device()));
-  last_position.scatter_reduce_(0, all_nodes, positions, "amax", /*include_self=*/true);
-  const torch::Tensor unique_nodes = std::get<0>(torch::_unique(all_nodes, /*sorted=*/true));
-  const torch::Tensor chosen = last_position.index_select(0, unique_nodes);
+  const auto [unique_nodes, inverse] =
+      torch::_unique(all_nodes, /*sorted=*/true, /*return_inverse=*/true);
+  torch::Tensor chosen = torch::full({unique_nodes.size(0)}, -1, cpu_long.device(device()));
+  chosen.scatter_reduce_(0, inverse, positions, "amax", /*include_self=*/true);
   pending_nodes_ = unique_nodes;
   pending_raw_ = all_raw.index_select(0, chosen);
   pending_ts_ = all_ts.index_select(0, chosen);

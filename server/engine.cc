@@ -172,6 +172,10 @@ Status Engine::LoadMemoryCheckpoint(uint64_t* watermark) {
     id_of_.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
     is_destination_.assign(destinations.data_ptr<uint8_t>(),
                            destinations.data_ptr<uint8_t>() + destinations.numel());
+    destinations_.clear();
+    for (size_t i = 1; i < is_destination_.size(); ++i) {
+      if (is_destination_[i]) destinations_.push_back(id_of_[i]);
+    }
     dense_of_.clear();
     for (size_t i = 1; i < id_of_.size(); ++i)
       dense_of_.emplace(id_of_[i], static_cast<int64_t>(i));
@@ -305,7 +309,10 @@ void Engine::QueueForMemory(const EventBatch& batch, uint64_t first_sequence,
       work.src.push_back(dense(batch.src[i]));
       const int64_t dst = dense(batch.dst[i]);
       work.dst.push_back(dst);
-      is_destination_[dst] = 1;
+      if (!is_destination_[dst]) {
+        is_destination_[dst] = 1;
+        destinations_.push_back(batch.dst[i]);
+      }
       work.ts.push_back(batch.ts[i]);
       const auto features = batch.FeaturesOf(i);
       work.features.insert(work.features.end(), features.begin(), features.end());
@@ -512,12 +519,9 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
 }
 
 std::vector<uint64_t> Engine::KnownDestinations() const {
+  // Kept as events arrive: a scan of every node per TopK cost O(nodes) per call.
   std::shared_lock lock(ids_mutex_);
-  std::vector<uint64_t> result;
-  for (size_t i = 1; i < id_of_.size(); ++i) {
-    if (is_destination_[i]) result.push_back(id_of_[i]);
-  }
-  return result;
+  return destinations_;
 }
 
 Status Engine::GetNode(uint64_t node, size_t recent, NodeInfo* info) {

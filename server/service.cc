@@ -292,7 +292,10 @@ grpc::Status TemporalLinkService::HandleTopK(grpc::ServerContext* context,
   }
   const size_t keep = std::min<size_t>(request->k(), scores.size());
   std::partial_sort(scores.begin(), scores.begin() + keep, scores.end(),
-                    [](const LinkScore& a, const LinkScore& b) { return a.logit > b.logit; });
+                    [](const LinkScore& a, const LinkScore& b) {
+                      // Ties by id: the result must not depend on the candidates' order.
+                      return a.logit > b.logit || (a.logit == b.logit && a.query.dst < b.query.dst);
+                    });
   for (size_t i = 0; i < keep; ++i) FillScore(scores[i], response->add_results());
   response->set_candidates_scored(static_cast<uint32_t>(scores.size()));
   return grpc::Status::OK;
