@@ -361,8 +361,13 @@ void Engine::RunMemoryThread() {
     }
     memory_room_.notify_all();
     memory_progress_.notify_all();
+    uint64_t interval = options_.checkpoint_every_events;
+    {
+      std::lock_guard lock(model_mutex_);  // model_nodes_ also moves in Score
+      interval = std::max(interval, static_cast<uint64_t>(model_nodes_));
+    }
     if (failed.ok() && options_.checkpoint_every_events > 0 &&
-        events_applied_ - checkpointed_at_events_ >= options_.checkpoint_every_events) {
+        events_applied_ - checkpointed_at_events_ >= interval) {
       const Status status = SaveMemoryCheckpoint();
       if (!status.ok()) spdlog::error("memory checkpoint failed: {}", status.ToString());
     }

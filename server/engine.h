@@ -47,8 +47,11 @@ struct EngineOptions {
   bool allow_self_loops = false;
   int64_t memory_batch = 200;
   int torch_threads = 2;
-  // Node memory is snapshotted to <data_dir>/memory.ckpt every this many applied events and on
-  // close; a restart loads it and replays only the log after it. 0 = only on close.
+  // Node memory is snapshotted to <data_dir>/memory.ckpt every this many applied events, or
+  // every as many events as there are nodes if that is more, and on close; a restart loads it
+  // and replays only the log after it. 0 = only on close. The node term keeps the cost of
+  // snapshots (all node memory: ~430 MB and ~1.5 s at 1M nodes) at a bounded share of apply time
+  // on large graphs; with a fixed 100,000 it took half the memory thread's time at 1M nodes.
   uint64_t checkpoint_every_events = 100000;
   // Durable events that may wait for the memory thread; beyond it Ingest waits.
   size_t memory_queue_events = 100000;

@@ -234,8 +234,10 @@ void AddServeCommand(CLI::App& app) {
       serve->add_option("--threads", options.engine.torch_threads, "Torch intra-op threads"),
       "TLPD_THREADS");
   FromEnvironment(
-      serve->add_option("--checkpoint-every", options.engine.checkpoint_every_events,
-                        "Snapshot node memory every this many events (0 = only at shutdown)"),
+      serve->add_option(
+          "--checkpoint-every", options.engine.checkpoint_every_events,
+          "Snapshot node memory every this many events, or every as many as there are nodes if "
+          "more (0 = only at shutdown)"),
       "TLPD_CHECKPOINT_EVERY");
   serve->add_option("--score-max-batch", options.batcher.max_batch_pairs,
                     "Most pairs one scoring pass takes from concurrent requests");
