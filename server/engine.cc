@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
 
 #include "model/checkpoint.h"
 #include "model/neighbor_sampler.h"
@@ -77,50 +78,70 @@ Engine::~Engine() {
 
 std::string Engine::MemoryCheckpointPath() const { return options_.data_dir + "/memory.ckpt"; }
 
-Status Engine::SaveMemoryCheckpoint() {
+// Everything memory.ckpt holds, copied out of the live state so that it can be written while
+// the memory thread goes on.
+struct Engine::MemorySnapshot {
   model::TemporalLinkModelImpl::MemoryState state;
   uint64_t watermark = 0;
   torch::Tensor ids, destinations;
-  {
-    std::lock_guard lock(model_mutex_);
-    state = model_->SaveMemory();
-    // Events of the open chunk are in the log but not in memory: replay covers them.
-    watermark = memory_through_;
-    std::shared_lock ids_lock(ids_mutex_);
-    ids = torch::from_blob(id_of_.data(), {static_cast<int64_t>(id_of_.size())}, torch::kInt64)
-              .clone();
-    destinations = torch::from_blob(is_destination_.data(),
-                                    {static_cast<int64_t>(is_destination_.size())}, torch::kUInt8)
-                       .clone();
-  }
+};
+
+std::shared_ptr<const Engine::MemorySnapshot> Engine::TakeMemorySnapshot() {
+  auto snapshot = std::make_shared<MemorySnapshot>();
+  std::lock_guard lock(model_mutex_);
+  snapshot->state = model_->SaveMemory();
+  // Events of the open chunk are in the log but not in memory: replay covers them.
+  snapshot->watermark = memory_through_;
+  // Events applied after this are not in the snapshot; only the memory thread applies events,
+  // and it is the caller (or stopped).
+  checkpointed_at_events_ = events_applied_;
+  std::shared_lock ids_lock(ids_mutex_);
+  snapshot->ids =
+      torch::from_blob(id_of_.data(), {static_cast<int64_t>(id_of_.size())}, torch::kInt64).clone();
+  snapshot->destinations =
+      torch::from_blob(is_destination_.data(), {static_cast<int64_t>(is_destination_.size())},
+                       torch::kUInt8)
+          .clone();
+  return snapshot;
+}
+
+Status Engine::WriteMemorySnapshot(const MemorySnapshot& snapshot) {
+  const auto start = std::chrono::steady_clock::now();
   try {
     torch::serialize::OutputArchive archive;
     archive.write("fingerprint", c10::IValue(fingerprint_));
-    archive.write("watermark", c10::IValue(static_cast<int64_t>(watermark)));
+    archive.write("watermark", c10::IValue(static_cast<int64_t>(snapshot.watermark)));
     archive.write("memory_batch", c10::IValue(options_.memory_batch));
-    archive.write("node_count", c10::IValue(state.node_count));
-    archive.write("memory", state.memory.cpu());
-    archive.write("last_update", state.last_update.cpu());
-    archive.write("pending_nodes", state.pending_nodes.cpu());
-    archive.write("pending_raw", state.pending_raw.cpu());
-    archive.write("pending_ts", state.pending_ts.cpu());
-    archive.write("ids", ids);
-    archive.write("destinations", destinations);
+    archive.write("node_count", c10::IValue(snapshot.state.node_count));
+    archive.write("memory", snapshot.state.memory.cpu());
+    archive.write("last_update", snapshot.state.last_update.cpu());
+    archive.write("pending_nodes", snapshot.state.pending_nodes.cpu());
+    archive.write("pending_raw", snapshot.state.pending_raw.cpu());
+    archive.write("pending_ts", snapshot.state.pending_ts.cpu());
+    archive.write("ids", snapshot.ids);
+    archive.write("destinations", snapshot.destinations);
     const std::string path = MemoryCheckpointPath();
     archive.save_to(path + ".tmp");
     std::filesystem::rename(path + ".tmp", path);
   } catch (const std::exception& error) {
     return Status::IoError(std::string("cannot write memory checkpoint: ") + error.what());
   }
-  {
-    // Events applied after the snapshot was taken are not in it; only the memory thread
-    // applies events, and it is the caller (or stopped), so none were.
-    std::lock_guard lock(model_mutex_);
-    checkpointed_at_events_ = events_applied_;
-  }
   checkpointed_at_ms_ = SteadyMilliseconds();
-  spdlog::info("memory checkpoint at sequence {} ({} nodes)", watermark, state.node_count);
+  spdlog::info("memory checkpoint at sequence {} ({} nodes, {:.2f} s)", snapshot.watermark,
+               snapshot.state.node_count,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return Status::Ok();
+}
+
+Status Engine::FinishBackgroundCheckpoint() {
+  if (!background_checkpoint_.valid()) return Status::Ok();
+  return background_checkpoint_.get();
+}
+
+Status Engine::SaveMemoryCheckpoint() {
+  const Status previous = FinishBackgroundCheckpoint();
+  if (!previous.ok()) spdlog::error("memory checkpoint failed: {}", previous.ToString());
+  return WriteMemorySnapshot(*TakeMemorySnapshot());
 }
 
 Status Engine::LoadMemoryCheckpoint(uint64_t* watermark) {
@@ -366,10 +387,18 @@ void Engine::RunMemoryThread() {
       std::lock_guard lock(model_mutex_);  // model_nodes_ also moves in Score
       interval = std::max(interval, static_cast<uint64_t>(model_nodes_));
     }
-    if (failed.ok() && options_.checkpoint_every_events > 0 &&
+    // The snapshot is copied here (a memory copy) and written on another thread, so that
+    // ingest does not wait for serialisation; one write at a time, a due one waits its turn.
+    const bool writing =
+        background_checkpoint_.valid() &&
+        background_checkpoint_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    if (failed.ok() && options_.checkpoint_every_events > 0 && !writing &&
         events_applied_ - checkpointed_at_events_ >= interval) {
-      const Status status = SaveMemoryCheckpoint();
-      if (!status.ok()) spdlog::error("memory checkpoint failed: {}", status.ToString());
+      const Status previous = FinishBackgroundCheckpoint();
+      if (!previous.ok()) spdlog::error("memory checkpoint failed: {}", previous.ToString());
+      background_checkpoint_ = std::async(
+          std::launch::async,
+          [this, snapshot = TakeMemorySnapshot()] { return WriteMemorySnapshot(*snapshot); });
     }
   }
 }

@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -100,7 +101,8 @@ class Engine {
   static Status Open(const EngineOptions& options, std::unique_ptr<Engine>* engine);
   ~Engine();  // writes a final memory checkpoint
 
-  // Snapshots node memory and the id table with the watermark they cover (atomic rename).
+  // Snapshots node memory and the id table with the watermark they cover (atomic rename), after
+  // any snapshot still being written in the background.
   Status SaveMemoryCheckpoint();
 
   // Validates (including the self-loop policy), appends durably, queues the new events for the
@@ -146,6 +148,10 @@ class Engine {
   void ApplyToMemory(const MemoryWork& work);
   void FlushChunk();
   void StopMemoryThread();
+  struct MemorySnapshot;
+  std::shared_ptr<const MemorySnapshot> TakeMemorySnapshot();  // copies, under the locks
+  Status WriteMemorySnapshot(const MemorySnapshot& snapshot);  // no locks, any thread
+  Status FinishBackgroundCheckpoint();  // waits for the one being written, if any
   // Loads memory.ckpt when it matches this model and store; sets *watermark (0 = none).
   Status LoadMemoryCheckpoint(uint64_t* watermark);
   std::string MemoryCheckpointPath() const;
@@ -176,6 +182,7 @@ class Engine {
   bool stopping_memory_ = false;
   Status memory_status_;  // first memory update failure
   std::thread memory_thread_;
+  std::future<Status> background_checkpoint_;  // memory thread, then the destructor
 
   // The model is not thread-safe: scoring and memory updates take this lock.
   mutable std::mutex model_mutex_;
