@@ -167,7 +167,7 @@ class Engine {
   std::unordered_map<uint64_t, int64_t> dense_of_;
   std::vector<uint64_t> id_of_;
   std::vector<uint8_t> is_destination_;
-  std::vector<uint64_t> destinations_;  // ids with is_destination_ set, in order of first use
+  std::vector<uint64_t> destinations_;  // ids with is_destination_ set (TopK ignores the order)
 
   // Writer -> memory thread hand-over. Guarded by memory_queue_mutex_; memory_through_ is
   // also published here (memory_progress_) for AwaitMemory.
