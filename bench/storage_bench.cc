@@ -5,11 +5,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <random>
 
 #include "common/event_reader.h"
+#include "storage/event_codec.h"
+#include "storage/key_encoding.h"
 #include "storage/rocksdb_options.h"
 #include "storage/temporal_store.h"
 
@@ -34,10 +35,27 @@ std::string FreshDir(const std::string& name) {
   return dir.string();
 }
 
+// Events [first, first + count) of Wikipedia repeated without end: each repetition is shifted
+// by the stream's span so that time keeps ascending; ids "wikipedia.csv.gz:<index>" when asked.
+void EndlessWikipedia(uint64_t first, size_t count, bool ids, tlp::EventBatch* batch) {
+  const tlp::EventBatch& events = Wikipedia();
+  batch->Clear();
+  for (uint64_t index = first; index < first + count; ++index) {
+    const size_t position = index % events.size();
+    const double ts =
+        events.ts[position] + static_cast<double>(index / events.size()) * events.ts.back();
+    if (ids) {
+      batch->Add(events.src[position], events.dst[position], ts, {},
+                 "wikipedia.csv.gz:" + std::to_string(index));
+    } else {
+      batch->Add(events.src[position], events.dst[position], ts);
+    }
+  }
+}
+
 // Args: batch size, sync (1 = fsync every batch), ids (1 = every event carries an event id, as
 // tlpctl ingest sends them: one more lookup and one more key per event).
 void BM_Append(benchmark::State& state) {
-  const tlp::EventBatch& events = Wikipedia();
   const auto batch_size = static_cast<size_t>(state.range(0));
   tlp::storage::StoreOptions options;
   options.sync = state.range(1) != 0;
@@ -49,26 +67,10 @@ void BM_Append(benchmark::State& state) {
   }
   tlp::EventBatch batch;
   tlp::storage::AppendResult result;
-  size_t position = 0;
-  double time_offset = 0;
   int64_t appended = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    batch.Clear();
-    for (size_t i = 0; i < batch_size; ++i) {
-      if (position == events.size()) {
-        position = 0;
-        time_offset += events.ts.back();
-      }
-      const double ts = events.ts[position] + time_offset;
-      if (state.range(2) != 0) {
-        batch.Add(events.src[position], events.dst[position], ts, {},
-                  "wikipedia.csv.gz:" + std::to_string(appended + static_cast<int64_t>(i)));
-      } else {
-        batch.Add(events.src[position], events.dst[position], ts);
-      }
-      ++position;
-    }
+    EndlessWikipedia(static_cast<uint64_t>(appended), batch_size, state.range(2) != 0, &batch);
     state.ResumeTiming();
     if (!store->Append(batch, &result).ok()) state.SkipWithError("append failed");
     appended += static_cast<int64_t>(batch_size);
@@ -85,11 +87,13 @@ BENCHMARK(BM_Append)
     ->UseRealTime()
     ->MinTime(1.0);
 
-// The limit for BM_Append: RocksDB alone, with the store's own options, writing the same keys
-// and values per event (event log 8 B -> 41 B, two adjacency entries 24 B -> 8 B, event id
-// ~22 B -> 8 B) in one WriteBatch of 10,000 events with fsync, and nothing else: no
-// validation, no duplicate lookup, no neighbour cache.
+// The limit for BM_Append: RocksDB alone, with the store's own options, writing the store's own
+// keys and values per event (event log, two adjacency entries, event id; encoded with
+// storage/key_encoding.h and storage/event_codec.h, the values before the clock runs) in one
+// WriteBatch of 10,000 events with fsync, and nothing else: no validation, no duplicate lookup,
+// no neighbour cache.
 void BM_RawWriteBatch(benchmark::State& state) {
+  constexpr size_t kBatch = 10000;
   const std::string dir = FreshDir("raw");
   rocksdb::Options options = tlp::storage::DatabaseOptions();
   options.create_if_missing = true;
@@ -105,36 +109,42 @@ void BM_RawWriteBatch(benchmark::State& state) {
     return;
   }
   std::unique_ptr<rocksdb::DB> db(raw);
-  const tlp::EventBatch& events = Wikipedia();
   rocksdb::WriteOptions sync;
   sync.sync = true;
-  char key[24] = {}, value[41] = {};
+  tlp::EventBatch events;
+  std::vector<std::string> values(kBatch);
   uint64_t sequence = 0;
   for (auto _ : state) {
     state.PauseTiming();
+    EndlessWikipedia(sequence, kBatch, true, &events);
+    for (size_t i = 0; i < kBatch; ++i) {
+      values[i].clear();
+      tlp::storage::EncodeEvent(events.src[i], events.dst[i], events.ts[i], {}, events.event_ids[i],
+                                &values[i]);
+    }
     rocksdb::WriteBatch batch;
-    std::vector<std::string> ids(10000);
-    for (size_t i = 0; i < ids.size(); ++i)
-      ids[i] = "wikipedia.csv.gz:" + std::to_string(sequence + i);
     state.ResumeTiming();
-    for (size_t i = 0; i < 10000; ++i, ++sequence) {
-      const size_t e = sequence % events.size();
-      const uint64_t big = __builtin_bswap64(sequence);
-      std::memcpy(key, &big, 8);
-      std::memcpy(value, &events.src[e], 8);
-      batch.Put(handles[1], rocksdb::Slice(key, 8), rocksdb::Slice(value, sizeof(value)));
-      for (const uint64_t node : {events.src[e], events.dst[e]}) {
-        const uint64_t big_node = __builtin_bswap64(node);
-        std::memcpy(key, &big_node, 8);
-        std::memcpy(key + 16, &big, 8);
-        batch.Put(handles[2], rocksdb::Slice(key, 24), rocksdb::Slice(value, 8));
-      }
-      batch.Put(handles[3], ids[i], rocksdb::Slice(key, 8));
+    for (size_t i = 0; i < kBatch; ++i) {
+      const uint64_t event_sequence = sequence + 1 + i;
+      const tlp::storage::SequenceKey key(event_sequence);
+      char src_value[8], dst_value[8];
+      tlp::storage::PutBigEndian64(events.src[i], src_value);
+      tlp::storage::PutBigEndian64(events.dst[i], dst_value);
+      batch.Put(handles[1], key.view(), values[i]);
+      batch.Put(handles[2],
+                tlp::storage::AdjacencyKey(events.src[i], events.ts[i], event_sequence).view(),
+                rocksdb::Slice(dst_value, 8));
+      batch.Put(handles[2],
+                tlp::storage::AdjacencyKey(events.dst[i], events.ts[i], event_sequence).view(),
+                rocksdb::Slice(src_value, 8));
+      batch.Put(handles[3], events.event_ids[i], key.view());
     }
     if (!db->Write(sync, &batch).ok()) state.SkipWithError("write failed");
+    sequence += kBatch;
   }
-  state.counters["events_per_s"] = benchmark::Counter(
-      10000.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(kBatch) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
   for (rocksdb::ColumnFamilyHandle* handle : handles) db->DestroyColumnFamilyHandle(handle);
   db.reset();
   std::filesystem::remove_all(dir);
