@@ -1,5 +1,5 @@
 // Scored link pairs per second of the TGN + MAA model (1 layer, k = 10, dims 100) on the bundled
-// Wikipedia stream, for batches of 1, 200 and 2000 pairs (20000 on a GPU), node memory updates
+// Wikipedia stream, for batches of 1, 200, 2,000 and 20,000 pairs, node memory updates
 // per second, and the machine's limits for both: GEMM FLOP/s and gather bandwidth. Runs on
 // `TLP_DEVICE` (cpu default, cuda:0 on a GPU machine) with `TLP_THREADS` torch threads (default 2).
 // Node memory is first filled by replaying the whole stream in chunks of 200, as the daemon does.
@@ -108,6 +108,9 @@ BENCHMARK(BM_ApplyEvents)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // --- Limits of this machine, for the figures above -------------------------------------------
 
+// The model's device, with the model's torch threads set up.
+torch::Device ModelDevice() { return Shared().model->parameters().front().device(); }
+
 void Synchronize(const torch::Tensor& tensor) {
   if (tensor.is_cuda()) benchmark::DoNotOptimize(tensor.sum().item<float>());
 }
@@ -115,10 +118,8 @@ void Synchronize(const torch::Tensor& tensor) {
 // float32 GEMM [m x k] x [k x n] on the model's device and threads. Shapes: the model's merge
 // layer at 2,000 pairs (4000 x 200 x 100) and a large square one (near peak).
 void BM_Gemm(benchmark::State& state) {
-  Shared();  // same threads and device as the model
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  const torch::Device device = Shared().model->parameters().front().device();
-  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(ModelDevice());
   const torch::Tensor a = torch::randn({m, k}, options), b = torch::randn({k, n}, options);
   torch::Tensor c = torch::empty({m, n}, options);
   for (auto _ : state) {
@@ -138,8 +139,7 @@ BENCHMARK(BM_Gemm)
 // Memory bandwidth of a random row gather, the access pattern of memory and neighbour lookups:
 // 200,000 rows of 100 floats out of a table of 1,000,000 (400 MB), bytes read + written.
 void BM_Gather(benchmark::State& state) {
-  const torch::Device device = Shared().model->parameters().front().device();
-  const auto options = torch::TensorOptions().device(device);
+  const auto options = torch::TensorOptions().device(ModelDevice());
   const int64_t rows = 1000000, picked = 200000, width = 100;
   const torch::Tensor table = torch::randn({rows, width}, options.dtype(torch::kFloat32));
   const torch::Tensor index = torch::randint(rows, {picked}, options.dtype(torch::kInt64));
