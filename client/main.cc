@@ -115,6 +115,17 @@ void Progress(const char* format, auto... values) {
   std::fputs(terminal ? "   " : "\n", stderr);
 }
 
+// --batch-size and --streams of the commands that send a stream (ingest, gen).
+void AddSendOptions(CLI::App* command, client::StreamIngestOptions& options) {
+  command->add_option("--batch-size", options.batch_size, "Events per request")
+      ->check(CLI::Range(1, 100000));
+  command
+      ->add_option("--streams", options.streams,
+                   "Requests in flight; above 1, events may arrive up to that many batches out "
+                   "of order (must fit tlpd's --lateness-seconds)")
+      ->check(CLI::Range(1, 64));
+}
+
 // Sends `source` to tlpd with progress on stderr and a summary on stdout.
 int Send(const std::string& label, const std::string& id_prefix, const client::BatchSource& source,
          const client::StreamIngestOptions& options) {
@@ -327,13 +338,7 @@ int main(int argc, char** argv) {
   CLI::App* ingest = app.add_subcommand(
       "ingest", "Stream an event file into tlpd (JODIE, SNAP or tlpd CSV; .gz ok)");
   ingest->add_option("file", file, "Event file")->required()->check(CLI::ExistingFile);
-  ingest->add_option("--batch-size", ingest_options.batch_size, "Events per request")
-      ->check(CLI::Range(1, 100000));
-  ingest
-      ->add_option("--streams", ingest_options.streams,
-                   "Requests in flight; above 1, events may arrive up to that many batches out "
-                   "of order (must fit tlpd's --lateness-seconds)")
-      ->check(CLI::Range(1, 64));
+  AddSendOptions(ingest, ingest_options);
   ingest->callback([&] { std::exit(Ingest(file, ingest_options)); });
 
   tlp::GraphGeneratorOptions generator_options;
@@ -353,10 +358,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   gen->add_option("--seed", generator_options.seed, "Seed (same seed, same stream)");
   gen->add_option("--out", generator_out, "Write a tlpd CSV file instead of sending to tlpd");
-  gen->add_option("--batch-size", generator_send.batch_size, "Events per request")
-      ->check(CLI::Range(1, 100000));
-  gen->add_option("--streams", generator_send.streams, "Requests in flight")
-      ->check(CLI::Range(1, 64));
+  AddSendOptions(gen, generator_send);
   gen->callback([&] { std::exit(Generate(generator_options, generator_out, generator_send)); });
 
   uint64_t src = 0, dst = 0;
