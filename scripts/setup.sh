@@ -11,6 +11,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # storage, model, metrics
   librocksdb-dev libtorch-dev prometheus-cpp-dev
+  # the Kafka source (#10) and kcat, an independent producer in its test
+  librdkafka-dev kcat
   # serial OpenBLAS: the pthread flavour's static TLS breaks civetweb's threads (TOOLCHAIN.md pitfall 2)
   libopenblas0-serial
   # utility libraries

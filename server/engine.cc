@@ -441,18 +441,30 @@ uint64_t Engine::MemoryLagEvents() const {
   return stored - std::min(stored, published_through_);
 }
 
-Status Engine::Ingest(const EventBatch& batch, storage::AppendResult* result) {
-  std::lock_guard lock(ingest_mutex_);
-  if (!options_.allow_self_loops) {
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (batch.src[i] == batch.dst[i]) {
-        return Status::InvalidArgument(
-            "event " + std::to_string(i) + ": fields 'src' and 'dst' are equal (" +
-            std::to_string(batch.src[i]) + "); start tlpd with --allow-self-loops to accept them");
-      }
-    }
+Status Engine::CheckSelfLoop(const EventBatch& batch, size_t i) const {
+  if (options_.allow_self_loops || batch.src[i] != batch.dst[i]) return Status::Ok();
+  return Status::InvalidArgument(
+      "event " + std::to_string(i) + ": fields 'src' and 'dst' are equal (" +
+      std::to_string(batch.src[i]) + "); start tlpd with --allow-self-loops to accept them");
+}
+
+void Engine::Screen(const EventBatch& batch, std::vector<Status>* verdicts) const {
+  verdicts->assign(batch.size(), Status::Ok());
+  double newest = store_->max_ts();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Status status = CheckSelfLoop(batch, i);
+    if (status.ok()) status = store_->CheckEvent(batch, i, false, &newest);
+    (*verdicts)[i] = std::move(status);
   }
-  Status status = store_->Append(batch, result);
+}
+
+Status Engine::Ingest(const EventBatch& batch, storage::AppendResult* result,
+                      std::span<const storage::SourceCursor> cursors) {
+  std::lock_guard lock(ingest_mutex_);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (Status status = CheckSelfLoop(batch, i); !status.ok()) return status;
+  }
+  Status status = store_->Append(batch, result, cursors);
   if (!status.ok()) return status;
   if (result->accepted == 0) return Status::Ok();
   // Only newly stored events move memory, in sequence order; duplicates are skipped in place.

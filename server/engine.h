@@ -105,9 +105,16 @@ class Engine {
   // any snapshot still being written in the background.
   Status SaveMemoryCheckpoint();
 
-  // Validates (including the self-loop policy), appends durably, queues the new events for the
-  // memory thread. One caller at a time (the ingest writer).
-  Status Ingest(const EventBatch& batch, storage::AppendResult* result);
+  // Validates (including the self-loop policy), appends durably with `cursors` in the same
+  // write, queues the new events for the memory thread. One caller at a time (the ingest
+  // writer, or the Kafka source, which replaces it).
+  Status Ingest(const EventBatch& batch, storage::AppendResult* result,
+                std::span<const storage::SourceCursor> cursors = {});
+  // Per event, what Ingest would say of it if the events before it that passed were stored
+  // (self-loops, ts, lateness, features, event_id); for sources that drop bad events one by one
+  // and go on. Re-sent duplicates are judged like new events here (Ingest exempts them from
+  // lateness), so an event that passes also passes Ingest.
+  void Screen(const EventBatch& batch, std::vector<Status>* verdicts) const;
   // Waits until node memory covers every complete chunk stored when called. Fails only when
   // a memory update failed (the daemon cannot score correctly any more).
   Status AwaitMemory();
@@ -136,7 +143,8 @@ class Engine {
     size_t size() const { return src.size(); }
   };
   Engine() = default;
-  int64_t FindDense(uint64_t node) const;  // 0 = unknown
+  int64_t FindDense(uint64_t node) const;                         // 0 = unknown
+  Status CheckSelfLoop(const EventBatch& batch, size_t i) const;  // the self-loop policy
   // Grows model state to every index assigned so far; call with model_mutex_ held.
   void CoverAssignedNodes();
   // Assigns dense indices to batch events i with !skip[i] (an empty `skip` takes all), whose

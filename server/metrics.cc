@@ -82,6 +82,19 @@ Metrics::Metrics(const std::string& address)
                            .Help("Neighbour list lookups, by result: hit (in-memory cache) or "
                                  "miss (read from RocksDB)")
                            .Register(*registry_)),
+      kafka_records(prometheus::BuildCounter()
+                        .Name("tlpd_kafka_records_total")
+                        .Help("Kafka source records by outcome: applied, duplicate, "
+                              "dead_letter, watermark")
+                        .Register(*registry_)),
+      kafka_held_records(prometheus::BuildGauge()
+                             .Name("tlpd_kafka_held_records")
+                             .Help("Kafka records consumed and waiting in the partition merge")
+                             .Register(*registry_)),
+      kafka_lag_records(prometheus::BuildGauge()
+                            .Name("tlpd_kafka_lag_records")
+                            .Help("Kafka records in the topic not yet durable in this replica")
+                            .Register(*registry_)),
       build_info(prometheus::BuildGauge()
                      .Name("tlpd_build_info")
                      .Help("Always 1; the labels describe the running build and model")

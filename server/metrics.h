@@ -50,7 +50,11 @@ class Metrics {
   prometheus::Gauge& checkpoint_age;
   prometheus::Gauge& events_since_checkpoint;
   prometheus::Family<prometheus::Counter>& neighbor_lookups;  // label result (hit, miss)
-  prometheus::Family<prometheus::Gauge>& build_info;          // 1, labels describe the build
+  // Kafka source only (series appear once it runs).
+  prometheus::Family<prometheus::Counter>& kafka_records;  // label outcome
+  prometheus::Family<prometheus::Gauge>& kafka_held_records;
+  prometheus::Family<prometheus::Gauge>& kafka_lag_records;
+  prometheus::Family<prometheus::Gauge>& build_info;  // 1, labels describe the build
 
   // Sets the build_info series: version, model fingerprint, architecture, p, device.
   void SetBuildInfo(const std::map<std::string, std::string>& labels);

@@ -121,6 +121,13 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
         metrics->ingest_group_size.Observe(static_cast<double>(report.submissions));
         metrics->ingest_queue_events.Set(static_cast<double>(report.queued_events));
       });
+  if (!options.kafka.brokers.empty()) {
+    status = KafkaSource::Start(options.kafka, *result->engine_, &result->kafka_);
+    if (!status.ok()) return status;
+    result->impl_->service->RefuseIngest(
+        "this replica follows Kafka topic '" + options.kafka.topic +
+        "' (--kafka-brokers); produce events to the topic instead of calling ingest");
+  }
   result->impl_->service->SetReady(*result->engine_, *result->batcher_, *result->writer_);
   result->impl_->server->GetHealthCheckService()->SetServingStatus(true);
   if (metrics != nullptr) {
@@ -137,10 +144,27 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
   return Status::Ok();
 }
 
+void Daemon::ExportKafkaStats(KafkaSourceStats* previous) {
+  const KafkaSourceStats now = kafka_->Stats();
+  auto count = [&](const char* outcome, uint64_t KafkaSourceStats::*field) {
+    metrics_->kafka_records.Add({{"outcome", outcome}})
+        .Increment(static_cast<double>(now.*field - (*previous).*field));
+  };
+  count("applied", &KafkaSourceStats::events_applied);
+  count("duplicate", &KafkaSourceStats::duplicates);
+  count("dead_letter", &KafkaSourceStats::dead_letters);
+  count("watermark", &KafkaSourceStats::watermarks);
+  metrics_->kafka_held_records.Add({}).Set(static_cast<double>(now.held_records));
+  metrics_->kafka_lag_records.Add({}).Set(static_cast<double>(now.lag_records));
+  *previous = now;
+}
+
 void Daemon::ExportStats() {
   Metrics& metrics = *metrics_;
   uint64_t hits = 0, misses = 0;
+  KafkaSourceStats kafka_exported;
   while (!impl_->stopping) {
+    if (kafka_) ExportKafkaStats(&kafka_exported);
     const storage::StoreStats stats = engine_->store().Stats();
     metrics.events_stored.Set(static_cast<double>(stats.events));
     metrics.nodes_stored.Set(static_cast<double>(stats.nodes));
@@ -177,6 +201,7 @@ void Daemon::Shutdown(double grace_seconds) {
     impl_->server->Wait();
   }
   if (impl_->stats_thread.joinable()) impl_->stats_thread.join();
+  kafka_.reset();   // its append in flight finishes; what it held is re-read on restart
   writer_.reset();  // every call has returned, so its queue is empty
   batcher_.reset();
   engine_.reset();
@@ -267,6 +292,26 @@ void AddServeCommand(CLI::App& app) {
       "--ingest-linger-us",
       [](int64_t us) { options.writer.linger = std::chrono::microseconds(us); },
       "How long the writer waits to group more submissions (default 0: only what queued)");
+  FromEnvironment(serve->add_option("--kafka-brokers", options.kafka.brokers,
+                                    "Consume events from Kafka (bootstrap servers host:port,...) "
+                                    "instead of accepting gRPC ingest"),
+                  "TLPD_KAFKA_BROKERS");
+  FromEnvironment(serve->add_option("--kafka-topic", options.kafka.topic,
+                                    "Topic of edge events (EdgeEvent protobuf or JSON)"),
+                  "TLPD_KAFKA_TOPIC");
+  FromEnvironment(serve->add_option("--kafka-group", options.kafka.group_id,
+                                    "Consumer group applied offsets are committed to, for lag "
+                                    "monitoring; one per replica"),
+                  "TLPD_KAFKA_GROUP");
+  FromEnvironment(serve->add_option("--kafka-dead-letter-topic", options.kafka.dead_letter_topic,
+                                    "Where malformed or invalid records go, with the reason "
+                                    "(default <topic>.dead-letter)"),
+                  "TLPD_KAFKA_DEAD_LETTER_TOPIC");
+  serve->add_option("--kafka-property", options.kafka.properties,
+                    "Extra librdkafka setting key=value (security.protocol, sasl.*, ...); "
+                    "repeatable");
+  serve->add_option("--kafka-batch", options.kafka.max_batch_events,
+                    "Most Kafka events per durable append");
   serve->callback([] {
     // Block the stop signals in every thread; the main thread waits for them below.
     sigset_t signals;

@@ -7,6 +7,7 @@
 
 #include "server/engine.h"
 #include "server/ingest_writer.h"
+#include "server/kafka_source.h"
 #include "server/metrics.h"
 #include "server/score_batcher.h"
 #include "server/security.h"
@@ -28,6 +29,8 @@ struct ServeOptions {
   bool bootstrap = true;
   std::string bootstrap_data;
   SecurityOptions security;
+  // With kafka.brokers set, the events come from Kafka and gRPC ingest is refused.
+  KafkaSourceOptions kafka;
 };
 
 // A running daemon: engine, gRPC server (tlp.v1 + health + reflection) and metrics. The gRPC
@@ -47,10 +50,13 @@ class Daemon {
   class Impl;
   // Every second until shutdown: store, queue and cache figures into the gauges.
   void ExportStats();
+  // The Kafka source's part of ExportStats; `previous` holds the counts already exported.
+  void ExportKafkaStats(KafkaSourceStats* previous);
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ScoreBatcher> batcher_;
   std::unique_ptr<IngestWriter> writer_;
+  std::unique_ptr<KafkaSource> kafka_;
   std::unique_ptr<TokenAuthenticator> authenticator_;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;

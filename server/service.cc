@@ -137,6 +137,9 @@ Status TemporalLinkService::IngestOne(grpc::ServerContext* context, const EventB
 }
 
 grpc::Status TemporalLinkService::AdmitIngest(size_t inflight) const {
+  if (!ingest_refusal_.empty()) {
+    return {grpc::StatusCode::FAILED_PRECONDITION, ingest_refusal_};
+  }
   if (inflight <= limits_.max_inflight_ingest) return grpc::Status::OK;
   return {grpc::StatusCode::RESOURCE_EXHAUSTED, "too many concurrent ingest calls (" +
                                                     std::to_string(inflight - 1) +

@@ -34,6 +34,9 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
   TemporalLinkService(Metrics* metrics, ServiceLimits limits = {},
                       const TokenAuthenticator* authenticator = nullptr);
   void SetReady(Engine& engine, ScoreBatcher& batcher, IngestWriter& writer);
+  // Ingest calls answer FAILED_PRECONDITION with `reason` (a replica following Kafka). Call
+  // before the server starts.
+  void RefuseIngest(std::string reason) { ingest_refusal_ = std::move(reason); }
 
   grpc::Status IngestEvents(grpc::ServerContext* context,
                             grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
@@ -73,7 +76,8 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
                    tlp::v1::IngestSummary* summary);
   Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores,
                std::chrono::system_clock::time_point deadline);
-  // RESOURCE_EXHAUSTED when more than max_inflight_ingest calls are in flight; else OK.
+  // FAILED_PRECONDITION when ingest is refused; RESOURCE_EXHAUSTED when more than
+  // max_inflight_ingest calls are in flight; else OK.
   grpc::Status AdmitIngest(size_t inflight) const;
   // The engine once ready, else null.
   Engine* Ready() const { return engine_.load(std::memory_order_acquire); }
@@ -85,6 +89,7 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
   const TokenAuthenticator* authenticator_;
   ServiceLimits limits_;
   std::atomic<size_t> inflight_ingest_{0};
+  std::string ingest_refusal_;
 };
 
 }  // namespace tlp::server

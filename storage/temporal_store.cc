@@ -22,6 +22,7 @@ constexpr const char* kSchemaKey = "schema_version";
 constexpr const char* kFeatureDimKey = "feature_dim";
 constexpr const char* kMaxTsKey = "max_ts";
 constexpr const char* kWatermarkKey = "watermark";
+constexpr const char* kCursorPrefix = "cursor/";
 
 Status FromRocks(const rocksdb::Status& status, const std::string& what) {
   if (status.ok()) return Status::Ok();
@@ -164,8 +165,6 @@ Status TemporalStore::Initialize() {
 
 Status TemporalStore::Validate(const EventBatch& batch,
                                const std::vector<uint8_t>* skip_lateness) const {
-  const double oldest_allowed = max_ts_.load() - options_.lateness_seconds;
-  double newest = max_ts_.load();
   if (batch.feature_dim != feature_dim_ && !batch.empty()) {
     return Status::InvalidArgument("field 'features': events carry " +
                                    std::to_string(batch.feature_dim) + " features, the store " +
@@ -175,42 +174,51 @@ Status TemporalStore::Validate(const EventBatch& batch,
       (!batch.event_ids.empty() && batch.event_ids.size() != batch.size())) {
     return Status::Internal("malformed EventBatch (column sizes differ)");
   }
+  double newest = max_ts_.load();
   for (size_t i = 0; i < batch.size(); ++i) {
-    const double ts = batch.ts[i];
-    if (!std::isfinite(ts) || ts < 0) {
-      return Status::InvalidArgument(EventPrefix(i) + "field 'ts' must be finite and >= 0, got " +
-                                     std::to_string(ts));
-    }
-    // Lateness is measured against the newest ts including earlier events of this batch.
     const bool exempt = skip_lateness != nullptr && (*skip_lateness)[i];
-    if (!exempt && ts < std::max(oldest_allowed, newest - options_.lateness_seconds)) {
-      return Status::OutOfRange(EventPrefix(i) + "field 'ts' = " + std::to_string(ts) +
-                                " is older than the lateness window (newest ts " +
-                                std::to_string(newest) + ", window " +
-                                std::to_string(options_.lateness_seconds) + " s)");
-    }
-    if (!exempt) newest = std::max(newest, ts);
-    for (float value : batch.FeaturesOf(i)) {
-      if (!std::isfinite(value)) {
-        return Status::InvalidArgument(EventPrefix(i) +
-                                       "field 'features' holds a non-finite value");
-      }
-    }
-    if (batch.EventIdOf(i).size() > kMaxEventIdBytes) {
-      return Status::InvalidArgument(EventPrefix(i) + "field 'event_id' is longer than " +
-                                     std::to_string(kMaxEventIdBytes) + " bytes");
-    }
+    Status status = CheckEvent(batch, i, exempt, &newest);
+    if (!status.ok()) return status;
   }
   return Status::Ok();
 }
 
-Status TemporalStore::Append(const EventBatch& batch, AppendResult* result) {
+Status TemporalStore::CheckEvent(const EventBatch& batch, size_t i, bool lateness_exempt,
+                                 double* newest) const {
+  const double ts = batch.ts[i];
+  if (!std::isfinite(ts) || ts < 0) {
+    return Status::InvalidArgument(EventPrefix(i) + "field 'ts' must be finite and >= 0, got " +
+                                   std::to_string(ts));
+  }
+  // Lateness is measured against the newest ts including earlier events of this batch.
+  const double oldest_allowed = *newest - options_.lateness_seconds;
+  if (!lateness_exempt && ts < oldest_allowed) {
+    return Status::OutOfRange(EventPrefix(i) + "field 'ts' = " + std::to_string(ts) +
+                              " is older than the lateness window (newest ts " +
+                              std::to_string(*newest) + ", window " +
+                              std::to_string(options_.lateness_seconds) + " s)");
+  }
+  for (float value : batch.FeaturesOf(i)) {
+    if (!std::isfinite(value)) {
+      return Status::InvalidArgument(EventPrefix(i) + "field 'features' holds a non-finite value");
+    }
+  }
+  if (batch.EventIdOf(i).size() > kMaxEventIdBytes) {
+    return Status::InvalidArgument(EventPrefix(i) + "field 'event_id' is longer than " +
+                                   std::to_string(kMaxEventIdBytes) + " bytes");
+  }
+  if (!lateness_exempt) *newest = std::max(*newest, ts);
+  return Status::Ok();
+}
+
+Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
+                             std::span<const SourceCursor> cursors) {
   std::lock_guard lock(writer_mutex_);
   result->sequences.assign(batch.size(), 0);
   result->duplicate.assign(batch.size(), 0);
   result->accepted = 0;
   result->duplicates = 0;
-  if (batch.empty()) return Validate(batch);
+  if (batch.empty() && cursors.empty()) return Validate(batch);
   if (batch.features.size() != batch.size() * batch.feature_dim ||
       (!batch.event_ids.empty() && batch.event_ids.size() != batch.size())) {
     return Status::Internal("malformed EventBatch (column sizes differ)");
@@ -278,6 +286,9 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result) {
     }
   }
   write.Put(meta_, kMaxTsKey, EncodeDouble(newest));
+  for (const SourceCursor& cursor : cursors) {
+    write.Put(meta_, kCursorPrefix + cursor.name, cursor.value);
+  }
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync;
   status = FromRocks(db_->Write(write_options, &write), "append failed");
@@ -359,6 +370,14 @@ Status TemporalStore::ForEachNodeState(const std::function<Status(const NodeStat
 }
 
 uint64_t TemporalStore::watermark() const { return watermark_.load(); }
+
+Status TemporalStore::GetCursor(std::string_view name, std::string* value, bool* found) const {
+  const rocksdb::Status status = db_->Get(rocksdb::ReadOptions(), meta_,
+                                          std::string(kCursorPrefix) + std::string(name), value);
+  *found = status.ok();
+  if (status.IsNotFound()) return Status::Ok();
+  return FromRocks(status, "cursor lookup failed");
+}
 
 Status TemporalStore::ReplayAfter(
     uint64_t after, size_t batch_size,

@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/event_batch.h"
@@ -57,6 +58,14 @@ struct AppendResult {
   uint64_t duplicates = 0;
 };
 
+// A named position in an external source (a Kafka partition's next offset, say), written in the
+// same atomic batch as the events read up to it: after a crash the store and the position agree,
+// so the source resumes exactly where the stored events end.
+struct SourceCursor {
+  std::string name;
+  std::string value;
+};
+
 struct NodeState {
   uint64_t node = 0;
   double last_update_ts = 0;
@@ -85,8 +94,16 @@ class TemporalStore {
   // are acknowledged however old) are exempt from the lateness window.
   Status Validate(const EventBatch& batch,
                   const std::vector<uint8_t>* skip_lateness = nullptr) const;
-  // Validates, deduplicates by event_id, and writes the batch durably.
-  Status Append(const EventBatch& batch, AppendResult* result);
+  // Checks event i alone (the batch's feature width is taken as right) against `*newest`, the
+  // newest ts before it (max_ts() for the first event of a batch), and advances `*newest`.
+  // Validate is this over the batch; a source that drops bad events one by one calls it.
+  Status CheckEvent(const EventBatch& batch, size_t i, bool lateness_exempt, double* newest) const;
+  // Validates, deduplicates by event_id, and writes the batch durably, with `cursors` in the
+  // same atomic write (a batch may be empty when only cursors move).
+  Status Append(const EventBatch& batch, AppendResult* result,
+                std::span<const SourceCursor> cursors = {});
+  // The value of a cursor written by Append; *found false when never written.
+  Status GetCursor(std::string_view name, std::string* value, bool* found) const;
 
   const NeighborIndex& neighbors() const { return *neighbors_; }
 

@@ -138,6 +138,41 @@ TEST_F(StoreTest, InvalidOrLateBatchWritesNothing) {
   EXPECT_EQ(store->last_sequence(), 3u);
 }
 
+// Source cursors move with the events in one write: a failed append moves neither, a batch
+// of cursors alone is allowed, and both survive a reopen.
+TEST_F(StoreTest, CursorsAreWrittenAtomicallyWithTheirEvents) {
+  StoreOptions options;
+  options.lateness_seconds = 5;
+  {
+    auto store = OpenStore(options);
+    std::string value;
+    bool found = true;
+    ASSERT_TRUE(store->GetCursor("kafka/t/0", &value, &found).ok());
+    EXPECT_FALSE(found);
+    EventBatch batch;
+    batch.Add(1, 2, 100.0);
+    AppendResult result;
+    const SourceCursor first[] = {{"kafka/t/0", "1"}};
+    ASSERT_TRUE(store->Append(batch, &result, first).ok());
+    batch.Clear();
+    batch.Add(1, 2, 80.0);  // too late: nothing of it, cursor included, is written
+    const SourceCursor second[] = {{"kafka/t/0", "2"}};
+    EXPECT_EQ(store->Append(batch, &result, second).code(), Status::Code::kOutOfRange);
+    ASSERT_TRUE(store->GetCursor("kafka/t/0", &value, &found).ok());
+    EXPECT_TRUE(found);
+    EXPECT_EQ(value, "1");
+    const SourceCursor only[] = {{"kafka/t/0", "3"}};
+    ASSERT_TRUE(store->Append(EventBatch(), &result, only).ok());  // e.g. a watermark
+    EXPECT_EQ(store->last_sequence(), 1u);
+  }
+  auto store = OpenStore(options);
+  std::string value;
+  bool found = false;
+  ASSERT_TRUE(store->GetCursor("kafka/t/0", &value, &found).ok());
+  EXPECT_TRUE(found);
+  EXPECT_EQ(value, "3");
+}
+
 // Property test: k-most-recent lookups (cache and RocksDB fallback) against brute force on a
 // random stream with repeated timestamps, late events and self-loops.
 TEST_F(StoreTest, RecentNeighboursMatchBruteForce) {

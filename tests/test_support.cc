@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 namespace tlp::testing {
 
 int FreePort() {
@@ -17,6 +19,11 @@ int FreePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   close(fd);
   return ntohs(address.sin_port);
+}
+
+std::string BundledData(const std::string& name) {
+  const char* root = std::getenv("TLP_SOURCE_DIR");
+  return std::string(root ? root : ".") + "/data/" + name;
 }
 
 std::string HttpGet(int port, const std::string& path) {
