@@ -65,6 +65,16 @@ double Produce(const std::string& bootstraps, const std::string& topic, int part
   value = "{\"watermark\": " + std::to_string(events.ts.back()) + "}";
   for (int p = 0; p < partitions; ++p) send(p);
   rd_kafka_flush(producer, 120000);
+  // The mock broker keeps the whole log (checked: a replica must read every event).
+  for (int p = 0; p < partitions; ++p) {
+    int64_t low = 0, high = 0;
+    rd_kafka_query_watermark_offsets(producer, topic.c_str(), p, &low, &high, 10000);
+    if (low != 0) {
+      std::fprintf(stderr, "kafka_bench: partition %d starts at offset %ld, not 0\n", p,
+                   static_cast<long>(low));
+      std::exit(1);
+    }
+  }
   rd_kafka_destroy(producer);
   return SecondsSince(start);
 }
@@ -89,6 +99,7 @@ int main(int argc, char** argv) {
   }
   char error[512];
   rd_kafka_conf_t* config = rd_kafka_conf_new();
+  rd_kafka_conf_set(config, "log_level", "3", error, sizeof(error));  // it has no brokers: fine
   rd_kafka_t* host = rd_kafka_new(RD_KAFKA_PRODUCER, config, error, sizeof(error));
   rd_kafka_mock_cluster_t* cluster = rd_kafka_mock_cluster_new(host, 1);
   const std::string bootstraps = rd_kafka_mock_cluster_bootstraps(cluster);

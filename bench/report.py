@@ -84,6 +84,15 @@ def main():
             memtables_per_million = statistics.median(memtables)
     row("store append alone (with ids, batch 10,000, fsync), events/s", f"{append_ids:,.0f}", "",
         f"{raw_write:,.0f} (RocksDB raw WriteBatch)", append_ids / raw_write)
+    kafka_path = directory / "kafka_bench.json"
+    if kafka_path.exists():  # one JSON object per line, one per partition count
+        for line in kafka_path.read_text().splitlines():
+            kafka = json.loads(line)
+            row(f"Kafka (mock broker, same cores) to durable, {kafka['partitions']} partition(s), "
+                "events/s; applied to node memory", f"{kafka['durable_events_per_second']:,.0f}; "
+                f"{kafka['applied_events_per_second']:,.0f}", "",
+                f"{raw_write:,.0f} (RocksDB raw WriteBatch)",
+                kafka["durable_events_per_second"] / raw_write)
 
     for concurrency in (1, 16, 64):
         score = load(directory, f"score-{concurrency}.json")

@@ -4,7 +4,8 @@
 # Runs model_bench and storage_bench (Google Benchmark), then a real daemon on loopback with the
 # bundled Wikipedia stream (157,474 events): durable ingest over gRPC with 1 and 4 client
 # streams, ScoreLinks at concurrency 1/16/64, TopK over all 1,000 pages, RSS and RocksDB bytes
-# per event, and cold start (open + replay of the whole log without a memory checkpoint).
+# per event, cold start (open + replay of the whole log without a memory checkpoint), and
+# events/s from Kafka to durable state (kafka_bench, 1 and 4 partitions).
 # Writes OUT_DIR/results.json and OUT_DIR/table.md (bench/report.py) and prints the table.
 #
 # Usage: bash bench/run.sh [OUT_DIR]   (default bench/results/<date>-<host>)
@@ -20,7 +21,8 @@ seconds=${TLP_BENCH_SECONDS:-10}
 data=$root/data/wikipedia.csv.gz
 tlpd=$build/server/tlpd
 tlpctl=$build/client/tlpctl
-for binary in "$tlpd" "$tlpctl" "$build/bench/model_bench" "$build/bench/storage_bench"; do
+for binary in "$tlpd" "$tlpctl" "$build/bench/model_bench" "$build/bench/storage_bench" \
+  "$build/bench/kafka_bench"; do
   [[ -x $binary ]] || { echo "bench/run.sh: $binary missing: run scripts/build.sh" >&2; exit 1; }
 done
 mkdir -p "$out"
@@ -107,6 +109,10 @@ echo "== TopK over all pages" >&2
   --duration "$seconds" --pairs-from "$data" > "$out/topk-1.json"
 stop
 echo "{\"bytes\": $(du -sb "$work/data" | cut -f1)}" > "$out/disk.json"
+
+echo "== Kafka source (librdkafka mock broker in the benchmark process)" >&2
+"$build/bench/kafka_bench" --model "$model" --data "$data" --partitions 1,4 \
+  > "$out/kafka_bench.json" 2> "$work/kafka_bench.log" || { cat "$work/kafka_bench.log" >&2; exit 1; }
 
 echo "== cold start" >&2
 rm -f "$work/data/memory.ckpt"

@@ -26,10 +26,16 @@ bool PartitionMerge::Pop(SourceRecord* record, int* partition) {
     }
   }
   if (held_ == 0 || WaitingFor() >= 0) return false;
+  // Order key (ts, watermark after event, partition): a watermark promises nothing older than
+  // its ts, so an event at exactly that ts in another partition must still go first; the lower
+  // partition wins the remaining ties because only a strictly smaller key displaces it.
+  auto key = [&](size_t p) {
+    const SourceRecord& head = queues_[p].front();
+    return std::pair(head.ts, head.kind == SourceRecord::Kind::kWatermark);
+  };
   size_t best = 0;
-  // Ties go to the lower partition: only a strictly smaller ts displaces it.
   for (size_t p = 1; p < queues_.size(); ++p) {
-    if (queues_[p].front().ts < queues_[best].front().ts) best = p;
+    if (key(p) < key(best)) best = p;
   }
   return take(best);
 }

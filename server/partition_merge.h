@@ -3,8 +3,8 @@
 // Kafka orders records within a partition only; how a consumer's fetches interleave partitions
 // depends on timing, so two replicas that applied records as they arrived would disagree. The
 // merge makes the applied order a function of the log alone: the next record is always the
-// head, over all partitions, with the smallest (ts, partition), and it is only decided once every
-// partition has a head. A replica that restarts from the per-partition positions it stored
+// head, over all partitions, with the smallest (ts, partition), watermarks after events of the
+// same ts, and it is only decided once every partition has a head. A replica that restarts from the per-partition positions it stored
 // continues the same order, because the order depends on nothing but those positions.
 //
 // Consequences, which README states for producers:

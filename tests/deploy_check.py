@@ -78,6 +78,7 @@ check("bash scripts/setup.sh" in test_script and "bash scripts/build.sh" in test
 
 # --- metric names tlpd exports, for the dashboard and the alerts ---
 exported = set(re.findall(r'"(tlpd_[a-z_]+)"', (root / "server" / "metrics.cc").read_text()))
+serve_source = (root / "server" / "serve_command.cc").read_text()
 check(len(exported) > 10, "could not read the metric names from server/metrics.cc")
 
 
@@ -128,32 +129,45 @@ for group in alerts["groups"]:
         for name in metrics_in(rule["expr"]):
             check(name in exported, f"alerts.yml: {rule['alert']} uses {name}, not exported")
 
-# --- Kubernetes ---
-documents = [d for d in yaml.safe_load_all((root / "deploy" / "k8s" / "tlpd.yaml").read_text()) if d]
-kinds = {d["kind"]: d for d in documents}
-check(set(kinds) >= {"StatefulSet", "Service", "ServiceMonitor"},
-      "k8s/tlpd.yaml: StatefulSet, Service and ServiceMonitor expected")
-for document in documents:
-    check("apiVersion" in document and "metadata" in document and "spec" in document,
-          f"k8s/tlpd.yaml: {document.get('kind')} lacks apiVersion, metadata or spec")
-if "StatefulSet" in kinds:
-    spec = kinds["StatefulSet"]["spec"]
-    check(spec.get("volumeClaimTemplates"), "StatefulSet: no persistent volume claim template")
-    check(spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items(),
-          "StatefulSet: selector does not match the pod labels")
-    container = spec["template"]["spec"]["containers"][0]
-    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    check(ports == {"grpc": 50051, "metrics": 9464}, "StatefulSet: ports grpc 50051, metrics 9464")
-    for probe in ["startupProbe", "readinessProbe", "livenessProbe"]:
-        check(container.get(probe, {}).get("grpc", {}).get("port") == 50051,
-              f"StatefulSet: {probe} must use the gRPC health service on 50051")
-    check(container.get("resources", {}).get("requests"), "StatefulSet: no resource requests")
-    mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
-    check("/var/lib/tlpd" in mounts, "StatefulSet: data volume not mounted at /var/lib/tlpd")
-if "Service" in kinds and "ServiceMonitor" in kinds:
-    service_ports = {p["name"] for p in kinds["Service"]["spec"]["ports"]}
-    for endpoint in kinds["ServiceMonitor"]["spec"]["endpoints"]:
-        check(endpoint["port"] in service_ports, "ServiceMonitor: port not named in the Service")
+# --- Kubernetes: every manifest (single daemon, Kafka replicas) ---
+for manifest in sorted((root / "deploy" / "k8s").glob("*.yaml")):
+    name = f"k8s/{manifest.name}"
+    documents = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+    kinds = {d["kind"]: d for d in documents}
+    check(set(kinds) >= {"StatefulSet", "Service", "ServiceMonitor"},
+          f"{name}: StatefulSet, Service and ServiceMonitor expected")
+    for document in documents:
+        check("apiVersion" in document and "metadata" in document and "spec" in document,
+              f"{name}: {document.get('kind')} lacks apiVersion, metadata or spec")
+    if "StatefulSet" in kinds:
+        spec = kinds["StatefulSet"]["spec"]
+        check(spec.get("volumeClaimTemplates"), f"{name}: StatefulSet has no volume claim template")
+        check(spec["selector"]["matchLabels"].items()
+              <= spec["template"]["metadata"]["labels"].items(),
+              f"{name}: StatefulSet selector does not match the pod labels")
+        container = spec["template"]["spec"]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        check(ports == {"grpc": 50051, "metrics": 9464},
+              f"{name}: StatefulSet ports grpc 50051, metrics 9464")
+        for probe in ["startupProbe", "readinessProbe", "livenessProbe"]:
+            check(container.get(probe, {}).get("grpc", {}).get("port") == 50051,
+                  f"{name}: {probe} must use the gRPC health service on 50051")
+        check(container.get("resources", {}).get("requests"), f"{name}: no resource requests")
+        mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
+        check("/var/lib/tlpd" in mounts, f"{name}: data volume not mounted at /var/lib/tlpd")
+        env = {e["name"]: e for e in container.get("env", [])}
+        # Every TLPD_* variable must be one `tlpd serve` reads (server/serve_command.cc).
+        for variable in env:
+            if variable.startswith("TLPD_"):
+                check(f'"{variable}"' in serve_source, f"{name}: tlpd reads no {variable}")
+        if "TLPD_KAFKA_BROKERS" in env:
+            check("$(POD_NAME)" in env.get("TLPD_KAFKA_GROUP", {}).get("value", ""),
+                  f"{name}: each Kafka replica needs its own consumer group (TLPD_KAFKA_GROUP)")
+    if "Service" in kinds and "ServiceMonitor" in kinds:
+        service_ports = {p["name"] for p in kinds["Service"]["spec"]["ports"]}
+        for endpoint in kinds["ServiceMonitor"]["spec"]["endpoints"]:
+            check(endpoint["port"] in service_ports,
+                  f"{name}: ServiceMonitor port not named in the Service")
 
 for problem in problems:
     print("deploy check:", problem)

@@ -130,6 +130,21 @@ TEST(PartitionMergeTest, WaitsForAnEmptyPartitionButNotForRejectedRecords) {
   EXPECT_EQ(merge.held(), 1u);
 }
 
+// A watermark promises nothing older than its ts: an event at exactly that ts in another
+// partition still goes first, so the last events of a stream are not held behind it.
+TEST(PartitionMergeTest, AWatermarkGoesAfterEventsOfTheSameTime) {
+  PartitionMerge merge(2);
+  SourceRecord watermark = Event(0, 10);
+  watermark.kind = SourceRecord::Kind::kWatermark;
+  merge.Push(0, watermark);
+  merge.Push(1, Event(0, 10));
+  SourceRecord record;
+  int partition = -1;
+  ASSERT_TRUE(merge.Pop(&record, &partition));
+  EXPECT_EQ(partition, 1);
+  EXPECT_EQ(record.kind, SourceRecord::Kind::kEvent);
+}
+
 TEST(SourceRecordTest, DecodesBinaryJsonAndWatermarksAndNamesWhatIsWrong) {
   tlp::v1::EdgeEvent event;
   event.set_src(1);
