@@ -12,7 +12,8 @@ FROM debian:12-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libtorch1.13 libgrpc++1.51 librocksdb7.8 libprometheus-cpp-pull1.0 \
-      libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 libopenblas0-serial zlib1g ca-certificates \
+      libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 librdkafka1 libopenblas0-serial zlib1g \
+      ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/tlpd --create-home tlpd
 COPY --from=build /src/build/server/tlpd /src/build/client/tlpctl /usr/local/bin/
