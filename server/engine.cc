@@ -234,6 +234,7 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   store_options.feature_dim = static_cast<uint32_t>(loaded->config().edge_feature_dim);
   store_options.lateness_seconds = options.lateness_seconds;
   store_options.sync = options.sync_writes;
+  store_options.neighbor_cache_bytes = options.neighbor_cache_mb << 20;
   status = storage::TemporalStore::Open(options.data_dir, store_options, &result->store_);
   if (!status.ok()) return status;
   result->id_of_.push_back(0);  // index 0: "never seen"

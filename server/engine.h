@@ -54,6 +54,8 @@ struct EngineOptions {
   // snapshots (all node memory: ~430 MB and ~1.5 s at 1M nodes) at a bounded share of apply time
   // on large graphs; with a fixed 100,000 it took half the memory thread's time at 1M nodes.
   uint64_t checkpoint_every_events = 100000;
+  // Memory for cached neighbour lists (storage::StoreOptions::neighbor_cache_bytes), MiB.
+  size_t neighbor_cache_mb = 1024;
   // Durable events that may wait for the memory thread; beyond it Ingest waits.
   size_t memory_queue_events = 100000;
 };

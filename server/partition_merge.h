@@ -4,8 +4,9 @@
 // depends on timing, so two replicas that applied records as they arrived would disagree. The
 // merge makes the applied order a function of the log alone: the next record is always the
 // head, over all partitions, with the smallest (ts, partition), watermarks after events of the
-// same ts, and it is only decided once every partition has a head. A replica that restarts from the per-partition positions it stored
-// continues the same order, because the order depends on nothing but those positions.
+// same ts, and it is only decided once every partition has a head. A replica that restarts from the
+// per-partition positions it stored continues the same order, because the order depends on nothing
+// but those positions.
 //
 // Consequences, which README states for producers:
 //   - an idle partition holds the others back; producers send it watermarks ({"watermark": ts},

@@ -264,6 +264,11 @@ void AddServeCommand(CLI::App& app) {
           "Snapshot node memory every this many events, or every as many as there are nodes if "
           "more (0 = only at shutdown)"),
       "TLPD_CHECKPOINT_EVERY");
+  FromEnvironment(
+      serve->add_option("--neighbor-cache-mb", options.engine.neighbor_cache_mb,
+                        "Memory for cached neighbour lists of recently active nodes; others are "
+                        "read from RocksDB"),
+      "TLPD_NEIGHBOR_CACHE_MB");
   serve->add_option("--score-max-batch", options.batcher.max_batch_pairs,
                     "Most pairs one scoring pass takes from concurrent requests");
   serve->add_option_function<int64_t>(

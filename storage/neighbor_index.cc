@@ -3,6 +3,7 @@
 #include <rocksdb/db.h>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <mutex>
 
@@ -21,12 +22,48 @@ void NeighborLists::Reset(size_t queries, size_t slots, uint32_t dim) {
 
 NeighborIndex::NeighborIndex(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* adjacency,
                              rocksdb::ColumnFamilyHandle* events, uint32_t cached_per_node,
-                             uint32_t feature_dim)
+                             uint32_t feature_dim, size_t cache_slots)
     : db_(db),
       adjacency_(adjacency),
       events_(events),
       cached_per_node_(std::max<uint32_t>(cached_per_node, 1)),
-      feature_dim_(feature_dim) {}
+      feature_dim_(feature_dim),
+      max_slots_(std::clamp<size_t>(cache_slots, 1, kNoSlot - 1)),
+      used_(new std::atomic<uint8_t>[max_slots_]) {
+  for (size_t slot = 0; slot < max_slots_; ++slot) used_[slot].store(0, std::memory_order_relaxed);
+}
+
+NeighborIndex::~NeighborIndex() = default;
+
+size_t NeighborIndex::SlotBytes(uint32_t cached_per_node, uint32_t feature_dim) {
+  return cached_per_node * (sizeof(Neighbor) + sizeof(float) * feature_dim) + sizeof(uint64_t) +
+         sizeof(double) + sizeof(uint32_t) + 1;
+}
+
+uint32_t NeighborIndex::TakeSlot(uint64_t node, double floor) {
+  uint32_t slot;
+  if (owner_.size() < max_slots_) {
+    slot = static_cast<uint32_t>(owner_.size());
+    owner_.push_back(node);
+    floor_.push_back(floor);
+    cached_.push_back(0);
+    entries_.resize(entries_.size() + cached_per_node_);
+    features_.resize(features_.size() + static_cast<size_t>(cached_per_node_) * feature_dim_);
+  } else {
+    // CLOCK: clear used marks until an unused slot comes by; at most one full turn.
+    while (used_[clock_hand_].exchange(0, std::memory_order_relaxed) != 0) {
+      clock_hand_ = (clock_hand_ + 1) % max_slots_;
+    }
+    slot = static_cast<uint32_t>(clock_hand_);
+    clock_hand_ = (clock_hand_ + 1) % max_slots_;
+    nodes_[owner_[slot]].slot = kNoSlot;
+    owner_[slot] = node;
+    floor_[slot] = floor;
+    cached_[slot] = 0;
+  }
+  used_[slot].store(1, std::memory_order_relaxed);
+  return slot;
+}
 
 void NeighborIndex::Add(uint64_t src, uint64_t dst, double ts, uint64_t sequence,
                         std::span<const float> features) {
@@ -37,16 +74,22 @@ void NeighborIndex::Add(uint64_t src, uint64_t dst, double ts, uint64_t sequence
 
 void NeighborIndex::AddDirected(uint64_t node, uint64_t neighbor, double ts, uint64_t sequence,
                                 std::span<const float> features) {
-  auto [it, inserted] = slot_of_.try_emplace(node, static_cast<uint32_t>(degree_.size()));
-  const uint32_t slot = it->second;
-  const size_t capacity = cached_per_node_;
-  if (inserted) {
-    degree_.push_back(0);
-    cached_.push_back(0);
-    entries_.resize(entries_.size() + capacity);
-    features_.resize(features_.size() + capacity * feature_dim_);
+  auto [it, inserted] = nodes_.try_emplace(node);
+  NodeEntry& entry = it->second;
+  const double newest_before = entry.newest_ts;
+  ++entry.degree;
+  entry.newest_ts = inserted ? ts : std::max(entry.newest_ts, ts);
+  if (entry.slot == kNoSlot) {
+    // A new node's slot holds its whole history; a returning node's slot only what comes after
+    // its newest event so far (everything older is in RocksDB, and may not all fit anyway).
+    const double floor = inserted ? -std::numeric_limits<double>::infinity() : newest_before;
+    if (ts <= floor) return;
+    entry.slot = TakeSlot(node, floor);
   }
-  ++degree_[slot];
+  const uint32_t slot = entry.slot;
+  used_[slot].store(1, std::memory_order_relaxed);
+  if (ts <= floor_[slot]) return;  // older than the slot covers: only RocksDB keeps it
+  const size_t capacity = cached_per_node_;
   Neighbor* row = entries_.data() + slot * capacity;
   float* feature_row = features_.data() + slot * capacity * feature_dim_;
   uint32_t& count = cached_[slot];
@@ -76,11 +119,13 @@ void NeighborIndex::AddDirected(uint64_t node, uint64_t neighbor, double ts, uin
 Status NeighborIndex::Rebuild() {
   {
     std::unique_lock lock(mutex_);
-    slot_of_.clear();
-    degree_.clear();
+    nodes_.clear();
+    owner_.clear();
+    floor_.clear();
     cached_.clear();
     entries_.clear();
     features_.clear();
+    clock_hand_ = 0;
   }
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), adjacency_));
   std::vector<float> feature_buffer;
@@ -115,15 +160,18 @@ Status NeighborIndex::Rebuild() {
 bool NeighborIndex::FromCache(uint64_t node, double before, size_t k, size_t row,
                               NeighborLists* out) const {
   std::shared_lock lock(mutex_);
-  const auto it = slot_of_.find(node);
-  if (it == slot_of_.end()) return true;  // unknown node: no neighbours, nothing in RocksDB
-  const uint32_t slot = it->second;
+  const auto it = nodes_.find(node);
+  if (it == nodes_.end()) return true;  // unknown node: no neighbours, nothing in RocksDB
+  const uint32_t slot = it->second.slot;
+  if (slot == kNoSlot) return false;
+  used_[slot].store(1, std::memory_order_relaxed);
   const Neighbor* entries = entries_.data() + static_cast<size_t>(slot) * cached_per_node_;
   const uint32_t count = cached_[slot];
   const Neighbor* end = std::lower_bound(entries, entries + count, before,
                                          [](const Neighbor& n, double t) { return n.ts < t; });
   const size_t available = end - entries;
-  const bool complete_history = degree_[slot] == count;
+  const bool complete_history =
+      it->second.degree == count && floor_[slot] == -std::numeric_limits<double>::infinity();
   if (available < k && !complete_history) return false;
   const size_t taken = std::min(available, k);
   Neighbor* target = out->neighbors.data() + row * k;
@@ -212,18 +260,18 @@ Status NeighborIndex::Recent(uint64_t node, double before, size_t k,
 
 uint64_t NeighborIndex::Degree(uint64_t node) const {
   std::shared_lock lock(mutex_);
-  const auto it = slot_of_.find(node);
-  return it == slot_of_.end() ? 0 : degree_[it->second];
+  const auto it = nodes_.find(node);
+  return it == nodes_.end() ? 0 : it->second.degree;
 }
 
 bool NeighborIndex::Known(uint64_t node) const {
   std::shared_lock lock(mutex_);
-  return slot_of_.contains(node);
+  return nodes_.contains(node);
 }
 
 size_t NeighborIndex::node_count() const {
   std::shared_lock lock(mutex_);
-  return slot_of_.size();
+  return nodes_.size();
 }
 
 }  // namespace tlp::storage

@@ -1,14 +1,20 @@
 // NeighborIndex: the k most recent temporal neighbours of a node strictly before a time.
 //
-// The hot path of scoring. An in-memory cache keeps the last `cached_per_node` neighbours of
-// every node (flat arrays, no per-event allocation) so that lookups at "now" never touch
-// RocksDB; a query further back than the cache reaches falls back to one reverse seek on the
-// `adjacency` column family, O(k) after the seek. Reads may run concurrently with the single
-// writer; the lock is never held across RocksDB I/O.
+// The hot path of scoring. A bounded in-memory cache keeps the last `cached_per_node`
+// neighbours of up to `cache_slots` nodes (flat arrays, no per-event allocation) so that lookups
+// at "now" of recently active nodes never touch RocksDB; a node without a cache slot, or a query
+// further back than its slot reaches, falls back to one reverse seek on the `adjacency` column
+// family, O(k) after the seek. RocksDB is the truth; the cache is a bounded copy of its newest
+// part, so memory no longer grows with the number of nodes beyond ~40 bytes of bookkeeping each
+// (degree, newest ts, slot). Slots are taken by writes and recycled CLOCK-wise (a lookup or a
+// write marks a slot used). A recycled slot covers only events newer than its node's newest ts
+// when it was taken (its floor); older ones stay in RocksDB. Reads may run concurrently with the
+// single writer; the lock is never held across RocksDB I/O.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <shared_mutex>
 #include <span>
 #include <unordered_map>
@@ -42,8 +48,9 @@ struct NeighborLists {
 class NeighborIndex {
  public:
   NeighborIndex(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* adjacency,
-                rocksdb::ColumnFamilyHandle* events, uint32_t cached_per_node,
-                uint32_t feature_dim);
+                rocksdb::ColumnFamilyHandle* events, uint32_t cached_per_node, uint32_t feature_dim,
+                size_t cache_slots);
+  ~NeighborIndex();
 
   // Records one event in both directions (the store's writer calls this after a durable write).
   void Add(uint64_t src, uint64_t dst, double ts, uint64_t sequence,
@@ -61,6 +68,9 @@ class NeighborIndex {
   bool Known(uint64_t node) const;
   size_t node_count() const;
   uint32_t cached_per_node() const { return cached_per_node_; }
+  size_t cache_slots() const { return max_slots_; }
+  // Bytes one cache slot takes (entries and their features).
+  static size_t SlotBytes(uint32_t cached_per_node, uint32_t feature_dim);
 
   // Lookups served by the cache / by RocksDB since start (for metrics).
   uint64_t cache_hits() const { return cache_hits_.load(std::memory_order_relaxed); }
@@ -73,18 +83,32 @@ class NeighborIndex {
   bool FromCache(uint64_t node, double before, size_t k, size_t row, NeighborLists* out) const;
   Status FromStore(uint64_t node, double before, size_t k, size_t row, NeighborLists* out) const;
 
+  static constexpr uint32_t kNoSlot = 0xFFFFFFFFu;
+  struct NodeEntry {
+    uint64_t degree = 0;
+    double newest_ts = 0;
+    uint32_t slot = kNoSlot;
+  };
+  // A slot for `node` (write lock held), recycling the first unused one after the clock hand.
+  uint32_t TakeSlot(uint64_t node, double floor);
+
   rocksdb::DB* db_;
   rocksdb::ColumnFamilyHandle* adjacency_;
   rocksdb::ColumnFamilyHandle* events_;
   const uint32_t cached_per_node_;
   const uint32_t feature_dim_;
+  const size_t max_slots_;
 
   mutable std::shared_mutex mutex_;
-  std::unordered_map<uint64_t, uint32_t> slot_of_;  // node id -> slot
-  std::vector<uint64_t> degree_;                    // per slot
-  std::vector<uint32_t> cached_;                    // per slot: entries held (<= K)
-  std::vector<Neighbor> entries_;                   // [slot x K], ascending ts
-  std::vector<float> features_;                     // [slot x K x feature_dim]
+  std::unordered_map<uint64_t, NodeEntry> nodes_;  // every node ever seen
+  std::vector<uint64_t> owner_;                    // per slot: its node
+  std::vector<double> floor_;      // per slot: holds every event with ts > floor (-inf: all)
+  std::vector<uint32_t> cached_;   // per slot: entries held (<= K)
+  std::vector<Neighbor> entries_;  // [slot x K], ascending ts
+  std::vector<float> features_;    // [slot x K x feature_dim]
+  // Per slot: used since the clock hand last passed. Set by readers under the shared lock.
+  std::unique_ptr<std::atomic<uint8_t>[]> used_;
+  size_t clock_hand_ = 0;
   mutable std::atomic<uint64_t> cache_hits_{0};
   mutable std::atomic<uint64_t> cache_misses_{0};
 };

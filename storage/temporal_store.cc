@@ -158,8 +158,10 @@ Status TemporalStore::Initialize() {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), events_));
   it->SeekToLast();
   if (it->Valid()) last_sequence_ = GetBigEndian64(it->key().data());
-  neighbors_ = std::make_unique<NeighborIndex>(db_.get(), adjacency_, events_,
-                                               options_.cached_neighbors, feature_dim_);
+  neighbors_ = std::make_unique<NeighborIndex>(
+      db_.get(), adjacency_, events_, options_.cached_neighbors, feature_dim_,
+      options_.neighbor_cache_bytes /
+          NeighborIndex::SlotBytes(options_.cached_neighbors, feature_dim_));
   return neighbors_->Rebuild();
 }
 

@@ -46,8 +46,10 @@ struct StoreOptions {
   double lateness_seconds = 3600.0;
   // fsync the WAL on every batch (survives power loss); off survives process crashes only.
   bool sync = true;
-  // Neighbours cached in memory per node (NeighborIndex).
+  // Neighbours cached in memory per node (NeighborIndex), and the cache's size in bytes: as many
+  // nodes get a slot as fit (~770 bytes each without edge features; 1 GiB = ~1.4M nodes).
   uint32_t cached_neighbors = 32;
+  size_t neighbor_cache_bytes = size_t{1} << 30;
   bool create_if_missing = true;
 };
 

@@ -174,13 +174,19 @@ TEST_F(StoreTest, CursorsAreWrittenAtomicallyWithTheirEvents) {
 }
 
 // Property test: k-most-recent lookups (cache and RocksDB fallback) against brute force on a
-// random stream with repeated timestamps, late events and self-loops.
-TEST_F(StoreTest, RecentNeighboursMatchBruteForce) {
+// random stream with repeated timestamps, late events and self-loops, with a cache that holds
+// every node and with one that holds 5 of the 30 (slots recycled while the stream goes on, so
+// slots with floors answer too). Lookups run between appends and after a reopen.
+class NeighborCacheTest : public StoreTest, public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(NeighborCacheTest, RecentNeighboursMatchBruteForce) {
   StoreOptions options;
   options.cached_neighbors = 4;  // small, so many lookups fall back to RocksDB
   options.lateness_seconds = 3;
   options.feature_dim = 1;
+  options.neighbor_cache_bytes = GetParam() * NeighborIndex::SlotBytes(4, 1);
   auto store = OpenStore(options);
+  EXPECT_EQ(store->neighbors().cache_slots(), GetParam());
   std::mt19937_64 random(42);
   struct Stored {
     uint64_t src, dst;
@@ -189,27 +195,14 @@ TEST_F(StoreTest, RecentNeighboursMatchBruteForce) {
   };
   std::vector<Stored> all;
   double now = 0;
-  EventBatch batch;
-  batch.feature_dim = 1;
-  AppendResult result;
-  for (int round = 0; round < 40; ++round) {
-    batch.Clear();
-    for (int i = 0; i < 50; ++i) {
-      now += static_cast<double>(random() % 3);
-      const double ts = std::max(0.0, now - static_cast<double>(random() % 3));  // some late
-      const float feature = static_cast<float>(all.size() + batch.size());
-      batch.Add(random() % 30, random() % 30, ts, std::span(&feature, 1));
-    }
-    ASSERT_TRUE(store->Append(batch, &result).ok());
-    for (size_t i = 0; i < batch.size(); ++i) {
-      all.push_back({batch.src[i], batch.dst[i], batch.ts[i], result.sequences[i]});
-    }
-  }
-  auto check = [&](const TemporalStore& s) {
+  auto check = [&](const TemporalStore& s, int trials) {
     NeighborLists lists;
-    for (int trial = 0; trial < 300; ++trial) {
+    for (int trial = 0; trial < trials; ++trial) {
       const uint64_t node = random() % 32;
-      const double before = static_cast<double>(random() % static_cast<uint64_t>(now + 2));
+      // Half the lookups near "now", where the cache answers; half anywhere in the past.
+      const double before = trial % 2 == 0
+                                ? std::max(0.0, now + 2 - static_cast<double>(random() % 8))
+                                : static_cast<double>(random() % static_cast<uint64_t>(now + 2));
       const size_t k = 1 + random() % 8;
       std::vector<Neighbor> expected;
       for (const Stored& e : all) {
@@ -233,12 +226,62 @@ TEST_F(StoreTest, RecentNeighboursMatchBruteForce) {
       }
     }
   };
-  check(*store);
+  EventBatch batch;
+  batch.feature_dim = 1;
+  AppendResult result;
+  for (int round = 0; round < 40; ++round) {
+    batch.Clear();
+    for (int i = 0; i < 50; ++i) {
+      // Time moves slowly against how often a node recurs, so late events (up to 2 s) reorder
+      // a node's own neighbours, and a recycled slot can be taken by a late event.
+      now += random() % 4 == 0 ? 1.0 : 0.0;
+      const double ts = std::max(0.0, now - static_cast<double>(random() % 3));
+      const float feature = static_cast<float>(all.size() + batch.size());
+      batch.Add(random() % 30, random() % 30, ts, std::span(&feature, 1));
+    }
+    ASSERT_TRUE(store->Append(batch, &result).ok());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      all.push_back({batch.src[i], batch.dst[i], batch.ts[i], result.sequences[i]});
+    }
+    check(*store, 20);
+  }
+  check(*store, 300);
   EXPECT_GT(store->neighbors().cache_hits(), 0u);
   EXPECT_GT(store->neighbors().cache_misses(), 0u);
+  EXPECT_EQ(store->neighbors().node_count(), 30u);
   store.reset();
-  check(*OpenStore(options));  // the cache rebuilt from RocksDB answers the same
+  check(*OpenStore(options), 300);  // the cache rebuilt from RocksDB answers the same
 }
+
+// A node that lost its slot and comes back with a late event must not be answered from a slot
+// that lacks its newer history (which only RocksDB holds).
+TEST_F(StoreTest, ARecycledSlotNeverHidesANewerEventInRocksDB) {
+  StoreOptions options;
+  options.lateness_seconds = 100;
+  options.neighbor_cache_bytes = 2 * NeighborIndex::SlotBytes(options.cached_neighbors, 0);
+  auto store = OpenStore(options);
+  AppendResult result;
+  EventBatch batch;
+  for (const auto& [src, dst, ts] : std::vector<std::tuple<uint64_t, uint64_t, double>>{
+           {1, 2, 10}, {1, 3, 20}, {4, 5, 21}, {6, 7, 22}, {1, 8, 15}}) {
+    batch.Clear();
+    batch.Add(src, dst, ts);
+    ASSERT_TRUE(store->Append(batch, &result).ok());
+  }
+  std::vector<Neighbor> recent;
+  ASSERT_TRUE(store->neighbors().Recent(1, 100, 1, &recent).ok());
+  ASSERT_EQ(recent.size(), 1u);
+  EXPECT_EQ(recent[0].node, 3u);  // ts 20, not the late 15
+  ASSERT_TRUE(store->neighbors().Recent(1, 100, 3, &recent).ok());
+  ASSERT_EQ(recent.size(), 3u);
+  EXPECT_EQ(recent[1].node, 8u);
+  EXPECT_EQ(recent[2].node, 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(CacheSlots, NeighborCacheTest, ::testing::Values(1000, 5, 1),
+                         [](const ::testing::TestParamInfo<size_t>& param) {
+                           return "slots_" + std::to_string(param.param);
+                         });
 
 TEST_F(StoreTest, NodeStatesAndWatermarkSurviveReopen) {
   {
