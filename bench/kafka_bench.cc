@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "common/allocator_tuning.h"
+#include "common/blas_kernels.h"
 #include "common/event_reader.h"
 #include "server/serve_command.h"
 #include "tlp/v1/tlp.pb.h"
@@ -82,6 +83,7 @@ double Produce(const std::string& bootstraps, const std::string& topic, int part
 }  // namespace
 
 int main(int argc, char** argv) {
+  tlp::UseBestBlasKernels(argv);
   tlp::KeepLargeAllocationsInHeap();
   CLI::App app("Kafka source throughput against librdkafka's mock cluster");
   std::string model, data = "data/wikipedia.csv.gz";

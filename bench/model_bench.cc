@@ -10,6 +10,7 @@
 #include <random>
 
 #include "common/allocator_tuning.h"
+#include "common/blas_kernels.h"
 #include "common/event_reader.h"
 #include "model/checkpoint.h"
 #include "model/temporal_model.h"
@@ -157,7 +158,9 @@ BENCHMARK(BM_Gather)->Unit(benchmark::kMillisecond)->UseRealTime();
 }  // namespace
 
 int main(int argc, char** argv) {
+  tlp::UseBestBlasKernels(argv);
   tlp::KeepLargeAllocationsInHeap();
+  benchmark::AddCustomContext("blas_core", tlp::BlasCoreName());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -2,10 +2,12 @@
 #include <CLI/CLI.hpp>
 
 #include "common/allocator_tuning.h"
+#include "common/blas_kernels.h"
 #include "server/serve_command.h"
 #include "server/train_command.h"
 
 int main(int argc, char** argv) {
+  tlp::UseBestBlasKernels(argv);
   tlp::KeepLargeAllocationsInHeap();
   CLI::App app{"tlpd " TLPD_VERSION
                ": temporal link prediction daemon (TGN/TGAT with Mass-Aware Attention)"};

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/blas_kernels.h"
 #include "server/service.h"
 #include "server/train_command.h"
 
@@ -104,6 +105,9 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
   result->impl_->server->GetHealthCheckService()->SetServingStatus(false);
   spdlog::info("listening on {} (port {}); recovering before serving", options.listen,
                result->port_);
+  if (const std::string_view core = BlasCoreName(); !core.empty()) {
+    spdlog::info("BLAS: OpenBLAS with {} kernels", core);
+  }
 
   EngineOptions engine_options = options.engine;
   Status status = PrepareModel(options, &engine_options.checkpoint);
