@@ -208,8 +208,11 @@ Status KafkaSource::Impl::Connect() {
   rd_kafka_topic_t* topic = rd_kafka_topic_new(consumer_.get(), options_.topic.c_str(), nullptr);
   while (partitions_ == 0) {
     const rd_kafka_metadata_t* metadata = nullptr;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const int timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 100, 5000));
     const rd_kafka_resp_err_t status =
-        rd_kafka_metadata(consumer_.get(), 0, topic, &metadata, 5000);
+        rd_kafka_metadata(consumer_.get(), 0, topic, &metadata, timeout_ms);
     if (status == RD_KAFKA_RESP_ERR_NO_ERROR && metadata->topic_cnt == 1 &&
         metadata->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
       partitions_ = metadata->topics[0].partition_cnt;
@@ -219,7 +222,9 @@ Status KafkaSource::Impl::Connect() {
     if (Clock::now() > deadline || stopping_) {
       rd_kafka_topic_destroy(topic);
       return Status::NotFound("Kafka topic '" + options_.topic + "' not found on " +
-                              options_.brokers + " (field 'kafka-topic')");
+                              options_.brokers + " within " +
+                              std::to_string(options_.wait_for_topic.count() / 1000) +
+                              " s (field 'kafka-topic'; or the brokers are unreachable)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

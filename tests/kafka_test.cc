@@ -463,6 +463,22 @@ TEST_F(KafkaSourceTest, RefusesATopicWhosePartitionCountChanged) {
       << status.ToString();
 }
 
+// Brokers that cannot be reached fail the start with NOT_FOUND naming the topic and saying why
+// it may be missing, instead of a daemon that serves nothing. (The mock cluster creates topics
+// on first use, as brokers with auto.create.topics.enable do, so a missing topic is not testable
+// here.)
+TEST_F(KafkaSourceTest, UnreachableBrokersFailTheStart) {
+  ServeOptions options = ReplicaOptions("missing", "no-such-topic");
+  options.kafka.brokers = "127.0.0.1:" + std::to_string(testing::FreePort());
+  options.kafka.wait_for_topic = std::chrono::milliseconds(1500);
+  std::unique_ptr<Daemon> replica;
+  const Status status = Daemon::Start(options, &replica);
+  EXPECT_EQ(status.code(), Status::Code::kNotFound) << status.ToString();
+  EXPECT_NE(status.message().find("'no-such-topic' not found"), std::string::npos)
+      << status.ToString();
+  EXPECT_NE(status.message().find("unreachable"), std::string::npos) << status.ToString();
+}
+
 // Malformed and invalid records go to the dead-letter topic with the reason and where they came
 // from; the valid ones around them are applied.
 TEST_F(KafkaSourceTest, BadRecordsGoToTheDeadLetterTopicAndTheStreamGoesOn) {
