@@ -2,8 +2,10 @@
 # The test suites under sanitizers, each in its own build directory:
 #   build-asan: ASan + UBSan, the common, storage, server and Kafka suites (the server suite runs
 #               the daemon in process over loopback gRPC and RocksDB);
-#   build-tsan: TSan, the storage suite, the server's concurrency tests (ingest writer, score
-#               batcher, concurrent clients) and the Kafka replicas.
+#   build-tsan: TSan, the storage suite and the server's concurrency tests (ingest writer, score
+#               batcher, concurrent clients). Not the Kafka suite: librdkafka starts its threads
+#               with C11 thrd_create, which GCC 12's TSan does not intercept, so TSan crashes
+#               (SEGV in its runtime) as soon as one of those threads calls into it.
 # Third-party libraries (LibTorch, gRPC, RocksDB, librdkafka) are not instrumented; ASan still sees every
 # access our code makes, TSan every race between our threads.
 set -euo pipefail
@@ -27,14 +29,11 @@ for test in common_test storage_test server_test kafka_test; do
   "build-asan/tests/$test" --gtest_brief=1
 done
 configure build-tsan thread
-cmake --build build-tsan --parallel "${TLP_BUILD_JOBS:-2}" --target storage_test server_test \
-  kafka_test
+cmake --build build-tsan --parallel "${TLP_BUILD_JOBS:-2}" --target storage_test server_test
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
 echo "== TSan: storage_test"
 # The SIGKILL test forks a multi-threaded process, which TSan cannot follow.
 build-tsan/tests/storage_test --gtest_brief=1 --gtest_filter='-*Sigkill*'
 echo "== TSan: server_test (concurrency)"
 build-tsan/tests/server_test --gtest_brief=1 --gtest_filter='IngestWriterTest.*:DaemonTest.*'
-echo "== TSan: kafka_test (in-process replicas)"
-build-tsan/tests/kafka_test --gtest_brief=1 --gtest_filter='-*Killed*'
 echo "sanitize: all passed"
