@@ -136,7 +136,6 @@ class KafkaSource::Impl {
   // Appends batch_ with the cursors; retries until durable or stopping.
   bool AppendDurably();
   void CommitOffsets();
-  void SetError(const std::string& error);
 
   KafkaSourceOptions options_;
   Engine& engine_;
@@ -304,7 +303,6 @@ void KafkaSource::Impl::Consume(std::chrono::milliseconds wait) {
         rd_kafka_consumer_poll(consumer_.get(), taken == 0 ? static_cast<int>(wait.count()) : 0);
     if (message == nullptr) return;
     if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      SetError(std::string("Kafka consume: ") + rd_kafka_message_errstr(message));
       spdlog::error("Kafka source: {}", rd_kafka_message_errstr(message));
       rd_kafka_message_destroy(message);
       continue;
@@ -320,10 +318,11 @@ void KafkaSource::Impl::Consume(std::chrono::milliseconds wait) {
 void KafkaSource::Impl::Throttle() {
   for (int p = 0; p < partitions_; ++p) {
     const size_t held = merge_->held(p);
-    const bool pause = held >= options_.max_held_records;
-    const bool resume = held <= options_.max_held_records / 2;
     uint8_t& paused = paused_[static_cast<size_t>(p)];
-    if (pause == static_cast<bool>(paused) || (paused && !resume)) continue;
+    // Hysteresis: pause when full, resume only once half drained.
+    const bool pause =
+        paused ? held > options_.max_held_records / 2 : held >= options_.max_held_records;
+    if (pause == static_cast<bool>(paused)) continue;
     PartitionList list(rd_kafka_topic_partition_list_new(1));
     rd_kafka_topic_partition_list_add(list.get(), options_.topic.c_str(), p);
     if (pause) {
@@ -361,7 +360,6 @@ bool KafkaSource::Impl::TakeBatch() {
   std::lock_guard lock(stats_mutex_);
   stats_.watermarks += watermarks;
   stats_.held_records = merge_->held();
-  stats_.waiting_for_partition = merge_->WaitingFor();
   return moved;
 }
 
@@ -380,14 +378,8 @@ void KafkaSource::Impl::ScreenBatch() {
       kept_origin.push_back(batch_origin_[i]);
       continue;
     }
-    std::string reason = verdicts_[i].message();
-    // Engine messages name the event's index in this batch, which means nothing to the producer.
-    if (const size_t colon = reason.find(": ");
-        reason.starts_with("event ") && colon != std::string::npos) {
-      reason.erase(0, colon + 2);
-    }
-    dead_letters_.push_back({batch_origin_[i].first, batch_origin_[i].second, std::move(reason),
-                             EventAsJson(batch_, i)});
+    dead_letters_.push_back({batch_origin_[i].first, batch_origin_[i].second,
+                             WithoutEventIndex(verdicts_[i].message()), EventAsJson(batch_, i)});
   }
   batch_ = std::move(kept);
   batch_origin_ = std::move(kept_origin);
@@ -430,7 +422,6 @@ bool KafkaSource::Impl::SendDeadLetters() {
                               "' not writable (" +
                               (produce_error.empty() ? "delivery failed" : produce_error) +
                               "); holding the stream until it is";
-    SetError(error);
     if (attempt == 0) spdlog::error("Kafka source: {}", error);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
@@ -451,7 +442,6 @@ bool KafkaSource::Impl::AppendDurably() {
     if (status.ok()) break;
     // Screened events fail only when the store does (disk full, I/O): keep the batch and its
     // position, retry; nothing is skipped.
-    SetError("append failed: " + status.ToString());
     if (attempt == 0) spdlog::error("Kafka source: append failed, retrying: {}", status.ToString());
     if (stopping_) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -460,7 +450,6 @@ bool KafkaSource::Impl::AppendDurably() {
     std::lock_guard lock(stats_mutex_);
     stats_.events_applied += result_.accepted;
     stats_.duplicates += result_.duplicates;
-    stats_.last_error.clear();
     durable_offset_ = next_offset_;
   }
   batch_.Clear();
@@ -479,19 +468,16 @@ void KafkaSource::Impl::CommitOffsets() {
   rd_kafka_commit(consumer_.get(), offsets.get(), 1);
 }
 
-void KafkaSource::Impl::SetError(const std::string& error) {
-  std::lock_guard lock(stats_mutex_);
-  stats_.last_error = error;
-}
-
 KafkaSourceStats KafkaSource::Impl::Stats() const {
   KafkaSourceStats stats;
+  std::vector<int64_t> durable;
   {
     std::lock_guard lock(stats_mutex_);
     stats = stats_;
+    durable = durable_offset_;
   }
   int64_t lag = 0;
-  for (int p = 0; p < partitions_ && lag >= 0; ++p) {
+  for (int p = 0; p < partitions_; ++p) {
     int64_t low = 0, high = 0;
     if (rd_kafka_get_watermark_offsets(consumer_.get(), options_.topic.c_str(), p, &low, &high) !=
             RD_KAFKA_RESP_ERR_NO_ERROR ||
@@ -499,8 +485,7 @@ KafkaSourceStats KafkaSource::Impl::Stats() const {
       lag = -1;
       break;
     }
-    std::lock_guard lock(stats_mutex_);
-    lag += std::max<int64_t>(0, high - durable_offset_[static_cast<size_t>(p)]);
+    lag += std::max<int64_t>(0, high - durable[static_cast<size_t>(p)]);
   }
   stats.lag_records = lag;
   return stats;

@@ -49,10 +49,8 @@ struct KafkaSourceStats {
   uint64_t duplicates = 0;      // events whose event_id was already stored
   uint64_t dead_letters = 0;
   uint64_t watermarks = 0;
-  uint64_t held_records = 0;       // consumed, waiting in the merge
-  int waiting_for_partition = -1;  // an empty partition the merge waits for, or -1
-  int64_t lag_records = -1;        // high watermarks minus applied positions; -1 = not known yet
-  std::string last_error;          // of the last failed append or dead-letter write ("" = none)
+  uint64_t held_records = 0;  // consumed, waiting in the merge
+  int64_t lag_records = -1;   // high watermarks minus applied positions; -1 = not known yet
 };
 
 class KafkaSource {

@@ -35,6 +35,14 @@ bool ParseWatermark(std::string_view value, double* ts, std::string* error) {
 
 }  // namespace
 
+std::string WithoutEventIndex(std::string_view reason) {
+  const size_t colon = reason.find(": ");
+  if (reason.starts_with("event ") && colon != std::string_view::npos) {
+    reason.remove_prefix(colon + 2);
+  }
+  return std::string(reason);
+}
+
 SourceRecord DecodeSourceRecord(std::string_view value, int64_t offset, uint32_t feature_dim) {
   if (value.empty()) return Rejected(offset, "empty message value (expected an EdgeEvent)");
   tlp::v1::EdgeEvent event;
@@ -62,10 +70,7 @@ SourceRecord DecodeSourceRecord(std::string_view value, int64_t offset, uint32_t
   EventBatch one;
   one.feature_dim = feature_dim;
   if (Status status = AppendEdgeEvent(event, 0, &one); !status.ok()) {
-    // "event 0: field 'ts' ..." -> "field 'ts' ...": the record has no index in a batch.
-    std::string reason = status.message();
-    if (reason.starts_with("event 0: ")) reason.erase(0, 9);
-    return Rejected(offset, std::move(reason));
+    return Rejected(offset, WithoutEventIndex(status.message()));
   }
   SourceRecord record;
   record.kind = SourceRecord::Kind::kEvent;

@@ -34,4 +34,8 @@ struct SourceRecord {
 // 128 bytes), come back as kRejected with the reason; nothing throws.
 SourceRecord DecodeSourceRecord(std::string_view value, int64_t offset, uint32_t feature_dim);
 
+// `reason` without a leading "event N: ": validation messages name an event's index in the batch
+// being checked, which means nothing to whoever produced the record.
+std::string WithoutEventIndex(std::string_view reason);
+
 }  // namespace tlp::server
