@@ -302,11 +302,47 @@ void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src, std::span<
       torch::_unique(all_nodes, /*sorted=*/true, /*return_inverse=*/true);
   torch::Tensor chosen = torch::full({unique_nodes.size(0)}, -1, cpu_long.device(device()));
   chosen.scatter_reduce_(0, inverse, positions, "amax", /*include_self=*/true);
-  pending_nodes_ = unique_nodes;
+  // Pending messages in event order, not node order: a server that pages memory numbers its
+  // nodes differently after a restart, and the GRU's GEMM rounds a row differently depending on
+  // where in the batch it sits. In event order, replicas and restarts compute bit-identically.
+  const torch::Tensor order = std::get<1>(chosen.sort());
+  chosen = chosen.index_select(0, order);
+  pending_nodes_ = unique_nodes.index_select(0, order);
   pending_raw_ = all_raw.index_select(0, chosen);
   pending_ts_ = all_ts.index_select(0, chosen);
   pending_slot_.index_copy_(0, pending_nodes_,
                             torch::arange(pending_nodes_.size(0), cpu_long.device(device())));
+}
+
+std::pair<torch::Tensor, torch::Tensor> TemporalLinkModelImpl::ReadRows(
+    std::span<const int64_t> rows) const {
+  const torch::Tensor index = IndexTensor(rows);
+  return {memory_.index_select(0, index).cpu(), last_update_.index_select(0, index).cpu()};
+}
+
+void TemporalLinkModelImpl::WriteRows(std::span<const int64_t> rows, const torch::Tensor& memory,
+                                      const torch::Tensor& last_update) {
+  const torch::Tensor index = IndexTensor(rows);
+  if (pending_nodes_.size(0) > 0 &&
+      (pending_slot_.index_select(0, index) >= 0).any().item<bool>()) {
+    throw std::logic_error("WriteRows: a row with a pending message would lose its message");
+  }
+  memory_.index_copy_(0, index, memory.to(memory_.options()));
+  last_update_.index_copy_(0, index, last_update.to(last_update_.options()));
+}
+
+TemporalLinkModelImpl::PendingMessages TemporalLinkModelImpl::SavePending() const {
+  return {pending_nodes_.cpu(), pending_raw_.cpu(), pending_ts_.cpu()};
+}
+
+void TemporalLinkModelImpl::RestorePending(const PendingMessages& pending) {
+  InvalidatePendingView();
+  if (pending_nodes_.size(0) > 0) pending_slot_.index_fill_(0, pending_nodes_, -1);
+  pending_nodes_ = pending.rows.to(pending_slot_.options());
+  pending_raw_ = pending.raw.to(memory_.options());
+  pending_ts_ = pending.ts.to(last_update_.options());
+  pending_slot_.index_copy_(0, pending_nodes_,
+                            torch::arange(pending_nodes_.size(0), pending_nodes_.options()));
 }
 
 TemporalLinkModelImpl::MemoryState TemporalLinkModelImpl::SaveMemory() const {
@@ -315,16 +351,13 @@ TemporalLinkModelImpl::MemoryState TemporalLinkModelImpl::SaveMemory() const {
 }
 
 void TemporalLinkModelImpl::RestoreMemory(const MemoryState& state) {
-  InvalidatePendingView();
   memory_ = state.memory.clone();
   last_update_ = state.last_update.clone();
-  pending_nodes_ = state.pending_nodes.clone();
-  pending_raw_ = state.pending_raw.clone();
-  pending_ts_ = state.pending_ts.clone();
   node_count_ = state.node_count;
-  pending_slot_ = torch::full({memory_.size(0)}, -1, pending_nodes_.options());
-  pending_slot_.index_copy_(0, pending_nodes_,
-                            torch::arange(pending_nodes_.size(0), pending_nodes_.options()));
+  pending_slot_ = torch::full({memory_.size(0)}, -1, state.pending_nodes.options());
+  pending_nodes_ = state.pending_nodes.narrow(0, 0, 0);
+  RestorePending(
+      {state.pending_nodes.clone(), state.pending_raw.clone(), state.pending_ts.clone()});
 }
 
 }  // namespace tlp::model

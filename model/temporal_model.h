@@ -94,6 +94,23 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   // Memory of `nodes` with pending messages applied, detached: [n, memory_dim].
   torch::Tensor MemoryOf(std::span<const int64_t> nodes);
 
+  // Row access for a server that pages node memory in and out of a bounded set of rows (node
+  // index = row there): copies of rows' memory [n, memory_dim] and last update [n] on the CPU,
+  // and overwrites of rows. Rows with pending messages must not be overwritten (throws).
+  std::pair<torch::Tensor, torch::Tensor> ReadRows(std::span<const int64_t> rows) const;
+  void WriteRows(std::span<const int64_t> rows, const torch::Tensor& memory,
+                 const torch::Tensor& last_update);
+
+  // The messages ApplyEvents queued and the next one commits (on the CPU).
+  struct PendingMessages {
+    torch::Tensor rows;  // [P] int64
+    torch::Tensor raw;   // [P, 2 memory_dim + edge_feature_dim] float32
+    torch::Tensor ts;    // [P] float64
+  };
+  PendingMessages SavePending() const;
+  // Replaces the pending messages (rows must exist, see EnsureNodes).
+  void RestorePending(const PendingMessages& pending);
+
   // A full copy of the memory state (for evaluation passes that must be rewound).
   struct MemoryState {
     torch::Tensor memory, last_update, pending_nodes, pending_raw, pending_ts;

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <future>
 
@@ -23,39 +25,46 @@ int64_t SteadyMilliseconds() {
 
 }  // namespace
 
-// Serves the model's neighbour lookups from the store's index, translating dense model
-// indices to client ids and back.
+// Serves the model's neighbour lookups from the store's index: the model asks by row, the store
+// by client id, and neighbours come back as rows (loaded into the cache, in one batch per call).
+// Runs inside Embed, so under model_mutex_.
 class Engine::StoreSampler : public model::NeighborSampler {
  public:
   explicit StoreSampler(const Engine& engine) : engine_(engine) {}
 
-  void Sample(std::span<const int64_t> nodes, std::span<const double> times, int64_t k,
+  void Sample(std::span<const int64_t> rows, std::span<const double> times, int64_t k,
               model::NeighborBlock* out) const override {
-    thread_local std::vector<uint64_t> ids;
+    thread_local std::vector<uint64_t> ids, neighbor_ids;
+    thread_local std::vector<int64_t> neighbor_rows;
     thread_local storage::NeighborLists lists;
-    ids.resize(nodes.size());
-    {
-      std::shared_lock lock(engine_.ids_mutex_);
-      for (size_t i = 0; i < nodes.size(); ++i) ids[i] = engine_.id_of_[nodes[i]];
-    }
+    ids.resize(rows.size());
+    // Row 0 (a node the store has never seen) names node 0, which may be a real one: its
+    // neighbours are looked up with the rest but not used.
+    for (size_t i = 0; i < rows.size(); ++i) ids[i] = engine_.cache_->NodeOf(rows[i]);
     const uint32_t dim = engine_.store_->feature_dim();
-    out->Reset(static_cast<int64_t>(nodes.size()), k, dim);
-    for (size_t i = 0; i < nodes.size(); ++i) {
+    out->Reset(static_cast<int64_t>(rows.size()), k, dim);
+    for (size_t i = 0; i < rows.size(); ++i) {
       for (int64_t slot = 0; slot < k; ++slot) out->ts[i * k + slot] = times[i];
     }
-    // Unknown nodes (index 0) have id 0 in the table but must get no neighbours.
-    const Status status = engine_.store_->neighbors().RecentBatch(ids, times, k, &lists);
+    Status status = engine_.store_->neighbors().RecentBatch(ids, times, k, &lists);
     if (!status.ok()) throw std::runtime_error("neighbour lookup failed: " + status.ToString());
-    std::shared_lock lock(engine_.ids_mutex_);
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (nodes[i] == 0) continue;
+    neighbor_ids.clear();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] == 0) continue;
       for (uint32_t slot = 0; slot < lists.counts[i]; ++slot) {
-        const storage::Neighbor& neighbor = lists.neighbors[i * k + slot];
-        const auto it = engine_.dense_of_.find(neighbor.node);
+        neighbor_ids.push_back(lists.neighbors[i * k + slot].node);
+      }
+    }
+    neighbor_rows.resize(neighbor_ids.size());
+    status = engine_.cache_->Rows(neighbor_ids, neighbor_rows);
+    if (!status.ok()) throw std::runtime_error("node memory load failed: " + status.ToString());
+    size_t next = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] == 0) continue;
+      for (uint32_t slot = 0; slot < lists.counts[i]; ++slot) {
         const size_t cell = i * k + slot;
-        out->nodes[cell] =
-            it == engine_.dense_of_.end() || it->second >= engine_.model_nodes_ ? 0 : it->second;
-        out->ts[cell] = neighbor.ts;
+        out->nodes[cell] = neighbor_rows[next++];
+        out->ts[cell] = lists.neighbors[cell].ts;
         out->valid[cell] = 1;
       }
       if (dim > 0) {
@@ -76,59 +85,98 @@ Engine::~Engine() {
   if (!status.ok()) spdlog::error("final memory checkpoint failed: {}", status.ToString());
 }
 
-std::string Engine::MemoryCheckpointPath() const { return options_.data_dir + "/memory.ckpt"; }
+namespace {
 
-// Everything memory.ckpt holds, copied out of the live state so that it can be written while
-// the memory thread goes on.
+constexpr const char* kMemoryModelCursor = "memory/model";
+constexpr const char* kMemoryPendingCursor = "memory/pending";
+constexpr const char* kDestinationsCursorPrefix = "memory/destinations/";
+
+template <typename T>
+void AppendBytes(std::span<const T> values, std::string* out) {
+  out->append(reinterpret_cast<const char*>(values.data()), values.size_bytes());
+}
+
+// "memory/pending": count and width (u64 each), then nodes (u64), ts (f64), raw (f32), native
+// byte order (the store is local to one machine).
+std::string EncodePending(const MemoryCheckpoint& checkpoint) {
+  const uint64_t header[] = {checkpoint.pending_nodes.size(), checkpoint.pending_width};
+  std::string out;
+  AppendBytes(std::span<const uint64_t>(header), &out);
+  AppendBytes(std::span<const uint64_t>(checkpoint.pending_nodes), &out);
+  AppendBytes(std::span<const double>(checkpoint.pending_ts), &out);
+  AppendBytes(std::span<const float>(checkpoint.pending_raw), &out);
+  return out;
+}
+
+Status DecodePending(std::string_view bytes, MemoryCheckpoint* checkpoint) {
+  uint64_t header[2] = {0, 0};
+  if (bytes.size() < sizeof(header)) return Status::Corruption("memory/pending is truncated");
+  std::memcpy(header, bytes.data(), sizeof(header));
+  const uint64_t count = header[0], width = header[1];
+  if (bytes.size() != sizeof(header) + count * (8 + 8 + 4 * width)) {
+    return Status::Corruption("memory/pending has " + std::to_string(bytes.size()) + " bytes for " +
+                              std::to_string(count) + " messages");
+  }
+  const char* at = bytes.data() + sizeof(header);
+  checkpoint->pending_width = width;
+  checkpoint->pending_nodes.resize(count);
+  checkpoint->pending_ts.resize(count);
+  checkpoint->pending_raw.resize(count * width);
+  std::memcpy(checkpoint->pending_nodes.data(), at, count * 8);
+  std::memcpy(checkpoint->pending_ts.data(), at + count * 8, count * 8);
+  std::memcpy(checkpoint->pending_raw.data(), at + count * 16, count * width * 4);
+  return Status::Ok();
+}
+
+}  // namespace
+
+// Everything one memory checkpoint writes, copied out of the live state so that it can be
+// written while the memory thread goes on.
 struct Engine::MemorySnapshot {
-  model::TemporalLinkModelImpl::MemoryState state;
+  std::shared_ptr<const MemoryCheckpoint> memory;
   uint64_t watermark = 0;
-  torch::Tensor ids, destinations;
+  size_t destinations_from = 0;  // destinations[destinations_from...] are new to the store
+  std::vector<uint64_t> destinations;
 };
 
 std::shared_ptr<const Engine::MemorySnapshot> Engine::TakeMemorySnapshot() {
   auto snapshot = std::make_shared<MemorySnapshot>();
   std::lock_guard lock(model_mutex_);
-  snapshot->state = model_->SaveMemory();
+  snapshot->memory = cache_->TakeCheckpoint(checkpoint_written_.load());
   // Events of the open chunk are in the log but not in memory: replay covers them.
   snapshot->watermark = memory_through_;
   // Events applied after this are not in the snapshot; only the memory thread applies events,
   // and it is the caller (or stopped).
   checkpointed_at_events_ = events_applied_;
-  std::shared_lock ids_lock(ids_mutex_);
-  snapshot->ids =
-      torch::from_blob(id_of_.data(), {static_cast<int64_t>(id_of_.size())}, torch::kInt64).clone();
-  snapshot->destinations =
-      torch::from_blob(is_destination_.data(), {static_cast<int64_t>(is_destination_.size())},
-                       torch::kUInt8)
-          .clone();
+  std::shared_lock destinations_lock(destinations_mutex_);
+  snapshot->destinations_from = destinations_written_.load();
+  snapshot->destinations.assign(
+      destinations_.begin() + static_cast<ptrdiff_t>(snapshot->destinations_from),
+      destinations_.end());
   return snapshot;
 }
 
 Status Engine::WriteMemorySnapshot(const MemorySnapshot& snapshot) {
   const auto start = std::chrono::steady_clock::now();
-  try {
-    torch::serialize::OutputArchive archive;
-    archive.write("fingerprint", c10::IValue(fingerprint_));
-    archive.write("watermark", c10::IValue(static_cast<int64_t>(snapshot.watermark)));
-    archive.write("memory_batch", c10::IValue(options_.memory_batch));
-    archive.write("node_count", c10::IValue(snapshot.state.node_count));
-    archive.write("memory", snapshot.state.memory.cpu());
-    archive.write("last_update", snapshot.state.last_update.cpu());
-    archive.write("pending_nodes", snapshot.state.pending_nodes.cpu());
-    archive.write("pending_raw", snapshot.state.pending_raw.cpu());
-    archive.write("pending_ts", snapshot.state.pending_ts.cpu());
-    archive.write("ids", snapshot.ids);
-    archive.write("destinations", snapshot.destinations);
-    const std::string path = MemoryCheckpointPath();
-    archive.save_to(path + ".tmp");
-    std::filesystem::rename(path + ".tmp", path);
-  } catch (const std::exception& error) {
-    return Status::IoError(std::string("cannot write memory checkpoint: ") + error.what());
+  std::vector<storage::SourceCursor> cursors = {
+      {kMemoryModelCursor, fingerprint_ + "/" + std::to_string(options_.memory_batch)},
+      {kMemoryPendingCursor, EncodePending(*snapshot.memory)}};
+  if (!snapshot.destinations.empty()) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "%s%016zx", kDestinationsCursorPrefix,
+                  snapshot.destinations_from);
+    std::string ids;
+    AppendBytes(std::span<const uint64_t>(snapshot.destinations), &ids);
+    cursors.push_back({name, std::move(ids)});
   }
+  const Status status =
+      store_->SaveNodeStates(snapshot.memory->states, snapshot.watermark, cursors);
+  checkpoint_written_ = status.ok();
+  if (!status.ok()) return status;
+  destinations_written_ = snapshot.destinations_from + snapshot.destinations.size();
   checkpointed_at_ms_ = SteadyMilliseconds();
-  spdlog::info("memory checkpoint at sequence {} ({} nodes, {:.2f} s)", snapshot.watermark,
-               snapshot.state.node_count,
+  spdlog::info("memory checkpoint at sequence {} ({} changed nodes, {:.2f} s)", snapshot.watermark,
+               snapshot.memory->states.size(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return Status::Ok();
 }
@@ -146,68 +194,58 @@ Status Engine::SaveMemoryCheckpoint() {
 
 Status Engine::LoadMemoryCheckpoint(uint64_t* watermark) {
   *watermark = 0;
-  const std::string path = MemoryCheckpointPath();
-  if (!std::filesystem::exists(path)) return Status::Ok();
-  try {
-    torch::serialize::InputArchive archive;
-    archive.load_from(path);
-    c10::IValue value;
-    archive.read("fingerprint", value);
-    if (value.toStringRef() != fingerprint_) {
-      spdlog::warn("memory checkpoint was made with model {}, serving {}: replaying the whole log",
-                   value.toStringRef(), fingerprint_);
-      return Status::Ok();
-    }
-    archive.read("memory_batch", value);
-    if (value.toInt() != options_.memory_batch) {
-      spdlog::warn("memory checkpoint used chunks of {}, now {}: replaying the whole log",
-                   value.toInt(), options_.memory_batch);
-      return Status::Ok();
-    }
-    archive.read("watermark", value);
-    const auto stored_watermark = static_cast<uint64_t>(value.toInt());
-    if (stored_watermark > store_->last_sequence()) {
-      return Status::Corruption("memory checkpoint covers sequence " +
-                                std::to_string(stored_watermark) + " but the store ends at " +
-                                std::to_string(store_->last_sequence()));
-    }
-    model::TemporalLinkModelImpl::MemoryState state;
-    archive.read("node_count", value);
-    state.node_count = value.toInt();
-    const torch::Device device = model_->parameters().front().device();
-    archive.read("memory", state.memory);
-    archive.read("last_update", state.last_update);
-    archive.read("pending_nodes", state.pending_nodes);
-    archive.read("pending_raw", state.pending_raw);
-    archive.read("pending_ts", state.pending_ts);
-    state.memory = state.memory.to(device);
-    state.last_update = state.last_update.to(device);
-    state.pending_nodes = state.pending_nodes.to(device);
-    state.pending_raw = state.pending_raw.to(device);
-    state.pending_ts = state.pending_ts.to(device);
-    torch::Tensor ids, destinations;
-    archive.read("ids", ids);
-    archive.read("destinations", destinations);
-    model_->RestoreMemory(state);
-    std::unique_lock lock(ids_mutex_);
-    id_of_.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
-    is_destination_.assign(destinations.data_ptr<uint8_t>(),
-                           destinations.data_ptr<uint8_t>() + destinations.numel());
-    destinations_.clear();
-    for (size_t i = 1; i < is_destination_.size(); ++i) {
-      if (is_destination_[i]) destinations_.push_back(id_of_[i]);
-    }
-    dense_of_.clear();
-    for (size_t i = 1; i < id_of_.size(); ++i)
-      dense_of_.emplace(id_of_[i], static_cast<int64_t>(i));
-    *watermark = stored_watermark;
-    events_applied_ = stored_watermark;
-    applied_through_ = stored_watermark;
-    memory_through_ = stored_watermark;
-    checkpointed_at_events_ = stored_watermark;
-  } catch (const std::exception& error) {
-    return Status::Corruption("cannot read memory checkpoint '" + path + "': " + error.what());
+  // Node memory used to be one file; its successor lives in the store.
+  const std::string legacy = options_.data_dir + "/memory.ckpt";
+  if (std::filesystem::exists(legacy)) {
+    spdlog::warn("{} is from an older tlpd; node memory will be rebuilt from the log", legacy);
+    std::error_code ignored;
+    std::filesystem::remove(legacy, ignored);
   }
+  Status status =
+      store_->ForEachCursor(kDestinationsCursorPrefix, [&](std::string_view, std::string_view ids) {
+        if (ids.size() % sizeof(uint64_t) != 0) return Status::Corruption("bad destinations");
+        for (size_t at = 0; at < ids.size(); at += sizeof(uint64_t)) {
+          uint64_t node = 0;
+          std::memcpy(&node, ids.data() + at, sizeof(node));
+          if (is_destination_.insert(node).second) destinations_.push_back(node);
+        }
+        return Status::Ok();
+      });
+  if (!status.ok()) return status;
+  destinations_written_ = destinations_.size();
+  const uint64_t stored_watermark = store_->watermark();
+  if (stored_watermark == 0) return Status::Ok();
+  std::string model;
+  bool found = false;
+  status = store_->GetCursor(kMemoryModelCursor, &model, &found);
+  if (!status.ok()) return status;
+  const std::string expected = fingerprint_ + "/" + std::to_string(options_.memory_batch);
+  if (!found || model != expected) {
+    spdlog::warn(
+        "node memory in the store was made by model/chunk {}, serving {}: replaying the whole log",
+        found ? model : "(unknown)", expected);
+    return store_->ClearNodeStates();
+  }
+  if (stored_watermark > store_->last_sequence()) {
+    return Status::Corruption("memory checkpoint covers sequence " +
+                              std::to_string(stored_watermark) + " but the store ends at " +
+                              std::to_string(store_->last_sequence()));
+  }
+  std::string pending;
+  status = store_->GetCursor(kMemoryPendingCursor, &pending, &found);
+  if (!status.ok()) return status;
+  MemoryCheckpoint checkpoint;
+  if (found) status = DecodePending(pending, &checkpoint);
+  if (status.ok() && model_->config().has_memory()) {
+    std::lock_guard lock(model_mutex_);
+    status = cache_->RestorePending(checkpoint);
+  }
+  if (!status.ok()) return status;
+  *watermark = stored_watermark;
+  events_applied_ = stored_watermark;
+  applied_through_ = stored_watermark;
+  memory_through_ = stored_watermark;
+  checkpointed_at_events_ = stored_watermark;
   return Status::Ok();
 }
 
@@ -237,8 +275,11 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   store_options.neighbor_cache_bytes = options.neighbor_cache_mb << 20;
   status = storage::TemporalStore::Open(options.data_dir, store_options, &result->store_);
   if (!status.ok()) return status;
-  result->id_of_.push_back(0);  // index 0: "never seen"
-  result->is_destination_.push_back(0);
+  // Bytes a resident row costs: its memory and last update in the model, the cache's
+  // bookkeeping (owner, flags, epoch) and its hash-table entry.
+  const size_t row_bytes = static_cast<size_t>(loaded->config().memory_dim) * sizeof(float) + 80;
+  result->cache_ = std::make_unique<NodeMemoryCache>(*result->store_, *result->model_,
+                                                     options.node_memory_cache_bytes / row_bytes);
   result->sampler_ = std::make_unique<StoreSampler>(*result);
 
   // Restore the memory checkpoint, then replay the log after it in sequence-aligned chunks
@@ -274,23 +315,19 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   return Status::Ok();
 }
 
-int64_t Engine::FindDense(uint64_t node) const {
-  std::shared_lock lock(ids_mutex_);
-  const auto it = dense_of_.find(node);
-  return it == dense_of_.end() ? 0 : it->second;
-}
-
-void Engine::CoverAssignedNodes() {
-  std::shared_lock lock(ids_mutex_);
-  model_nodes_ = static_cast<int64_t>(id_of_.size());
-  model_->EnsureNodes(model_nodes_);
-}
-
 void Engine::FlushChunk() {
   if (chunk_src_.empty()) return;
   std::lock_guard lock(model_mutex_);
-  CoverAssignedNodes();
-  model_->ApplyEvents(chunk_src_, chunk_dst_, chunk_ts_, chunk_features_);
+  cache_->BeginOperation();
+  chunk_src_rows_.resize(chunk_src_.size());
+  chunk_dst_rows_.resize(chunk_dst_.size());
+  Status status = cache_->Rows(chunk_src_, chunk_src_rows_);
+  if (status.ok()) status = cache_->Rows(chunk_dst_, chunk_dst_rows_);
+  if (!status.ok()) throw std::runtime_error(status.ToString());
+  model_->ApplyEvents(chunk_src_rows_, chunk_dst_rows_, chunk_ts_, chunk_features_);
+  // The rows now pending (this chunk's endpoints) must stay until the next chunk commits them.
+  chunk_src_rows_.insert(chunk_src_rows_.end(), chunk_dst_rows_.begin(), chunk_dst_rows_.end());
+  cache_->SetPending(chunk_src_rows_);
   events_applied_ += chunk_src_.size();
   memory_through_ = applied_through_;
   chunk_src_.clear();
@@ -314,34 +351,36 @@ void Engine::QueueForMemory(const EventBatch& batch, uint64_t first_sequence,
   work.dst.clear();
   work.ts.clear();
   work.features.clear();
-  {
-    // One exclusive section per batch rather than two lock round trips per event: samplers
-    // wait at most for one batch's hash lookups.
-    std::unique_lock lock(ids_mutex_);
-    auto dense = [this](uint64_t node) {
-      const auto [it, inserted] = dense_of_.try_emplace(node, static_cast<int64_t>(id_of_.size()));
-      if (inserted) {
-        id_of_.push_back(node);
-        is_destination_.push_back(0);
-      }
-      return it->second;
-    };
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!skip.empty() && skip[i]) continue;
-      work.src.push_back(dense(batch.src[i]));
-      const int64_t dst = dense(batch.dst[i]);
-      work.dst.push_back(dst);
-      if (!is_destination_[dst]) {
-        is_destination_[dst] = 1;
-        destinations_.push_back(batch.dst[i]);
-      }
-      work.ts.push_back(batch.ts[i]);
-      const auto features = batch.FeaturesOf(i);
-      work.features.insert(work.features.end(), features.begin(), features.end());
-    }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!skip.empty() && skip[i]) continue;
+    work.src.push_back(batch.src[i]);
+    work.dst.push_back(batch.dst[i]);
+    work.ts.push_back(batch.ts[i]);
+    const auto features = batch.FeaturesOf(i);
+    work.features.insert(work.features.end(), features.begin(), features.end());
   }
   const size_t events = work.size();
   if (events == 0) return;
+  {
+    // One exclusive section per batch, and only when it has a new destination: TopK readers
+    // wait at most for one batch's hash lookups.
+    bool any_new = false;
+    {
+      std::shared_lock lock(destinations_mutex_);
+      for (const uint64_t dst : work.dst) {
+        if (!is_destination_.contains(dst)) {
+          any_new = true;
+          break;
+        }
+      }
+    }
+    if (any_new) {
+      std::unique_lock lock(destinations_mutex_);
+      for (const uint64_t dst : work.dst) {
+        if (is_destination_.insert(dst).second) destinations_.push_back(dst);
+      }
+    }
+  }
   {
     std::unique_lock lock(memory_queue_mutex_);
     memory_room_.wait(lock, [&] {
@@ -383,18 +422,19 @@ void Engine::RunMemoryThread() {
     }
     memory_room_.notify_all();
     memory_progress_.notify_all();
-    uint64_t interval = options_.checkpoint_every_events;
+    bool due = false;
     {
-      std::lock_guard lock(model_mutex_);  // model_nodes_ also moves in Score
-      interval = std::max(interval, static_cast<uint64_t>(model_nodes_));
+      std::lock_guard lock(model_mutex_);  // Score moves the cache too
+      due = cache_->CheckpointDue();
     }
-    // The snapshot is copied here (a memory copy) and written on another thread, so that
-    // ingest does not wait for serialisation; one write at a time, a due one waits its turn.
+    const uint64_t every = options_.checkpoint_every_events;
+    due = due || (every > 0 && events_applied_ - checkpointed_at_events_ >= every);
+    // The changed rows are copied here (a memory copy) and written on another thread, so that
+    // ingest does not wait for the write; one write at a time, a due one waits its turn.
     const bool writing =
         background_checkpoint_.valid() &&
         background_checkpoint_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
-    if (failed.ok() && options_.checkpoint_every_events > 0 && !writing &&
-        events_applied_ - checkpointed_at_events_ >= interval) {
+    if (failed.ok() && due && !writing) {
       const Status previous = FinishBackgroundCheckpoint();
       if (!previous.ok()) spdlog::error("memory checkpoint failed: {}", previous.ToString());
       background_checkpoint_ = std::async(
@@ -485,50 +525,65 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
   // embedded once: TopK repeats its src for every candidate, and concurrent requests share
   // popular nodes.
   struct EndpointKey {
-    int64_t node;
+    uint64_t node;
     double at;
+    bool known;
     bool operator==(const EndpointKey&) const = default;
   };
   struct EndpointHash {
     size_t operator()(const EndpointKey& key) const {
-      return std::hash<int64_t>()(key.node) * 0x9E3779B97F4A7C15ULL ^ std::hash<double>()(key.at);
+      return (std::hash<uint64_t>()(key.node) * 0x9E3779B97F4A7C15ULL ^
+              std::hash<double>()(key.at)) +
+             key.known;
     }
   };
-  std::unordered_map<EndpointKey, int64_t, EndpointHash> row_of;
-  std::vector<int64_t> endpoint_row(2 * count), nodes, endpoint_node(2 * count);
-  std::vector<double> times;
+  std::unordered_map<EndpointKey, int64_t, EndpointHash> position_of;
+  std::vector<int64_t> endpoint_position(2 * count);
+  std::vector<uint8_t> endpoint_known(2 * count);
+  std::vector<uint64_t> known_nodes;    // distinct endpoints the store knows
+  std::vector<size_t> known_positions;  // their positions
+  std::vector<double> times;            // per position
   const double now = store_->max_ts();
+  const storage::NeighborIndex& index = store_->neighbors();
   for (size_t i = 0; i < count; ++i) {
     LinkQuery query = queries[i];
     if (query.at <= 0) query.at = std::nextafter(now, INFINITY);  // "now" sees every event
     (*scores)[i].query = query;
-    endpoint_node[i] = FindDense(query.src);
-    endpoint_node[count + i] = FindDense(query.dst);
   }
   for (size_t endpoint = 0; endpoint < 2 * count; ++endpoint) {
-    const double at = (*scores)[endpoint % count].query.at;
+    const LinkQuery& query = (*scores)[endpoint % count].query;
+    const uint64_t node = endpoint < count ? query.src : query.dst;
+    const bool known = index.Known(node);
+    endpoint_known[endpoint] = known;
     const auto [it, inserted] =
-        row_of.try_emplace({endpoint_node[endpoint], at}, static_cast<int64_t>(nodes.size()));
+        position_of.try_emplace({node, query.at, known}, static_cast<int64_t>(times.size()));
     if (inserted) {
-      nodes.push_back(endpoint_node[endpoint]);
-      times.push_back(at);
+      if (known) {
+        known_nodes.push_back(node);
+        known_positions.push_back(times.size());
+      }
+      times.push_back(query.at);
     }
-    endpoint_row[endpoint] = it->second;
+    endpoint_position[endpoint] = it->second;
   }
   try {
     std::lock_guard lock(model_mutex_);
-    CoverAssignedNodes();
+    // Unknown nodes take row 0 (zero memory, no neighbours); known ones are paged in.
+    cache_->BeginOperation();
+    std::vector<int64_t> rows(times.size(), 0), known_rows(known_nodes.size());
+    if (Status status = cache_->Rows(known_nodes, known_rows); !status.ok()) return status;
+    for (size_t i = 0; i < known_rows.size(); ++i) rows[known_positions[i]] = known_rows[i];
     torch::NoGradGuard no_grad;
-    const model::Embeddings embedded = model_->Embed(nodes, times, *sampler_);
-    const torch::Tensor rows =
-        torch::from_blob(endpoint_row.data(), {static_cast<int64_t>(2 * count)}, torch::kInt64)
+    const model::Embeddings embedded = model_->Embed(rows, times, *sampler_);
+    const torch::Tensor positions =
+        torch::from_blob(endpoint_position.data(), {static_cast<int64_t>(2 * count)}, torch::kInt64)
             .to(embedded.vectors.device());
-    const torch::Tensor src_rows = rows.narrow(0, 0, static_cast<int64_t>(count));
-    const torch::Tensor dst_rows =
-        rows.narrow(0, static_cast<int64_t>(count), static_cast<int64_t>(count));
+    const torch::Tensor src_positions = positions.narrow(0, 0, static_cast<int64_t>(count));
+    const torch::Tensor dst_positions =
+        positions.narrow(0, static_cast<int64_t>(count), static_cast<int64_t>(count));
     const torch::Tensor logits = model_
-                                     ->Predict(embedded.vectors.index_select(0, src_rows),
-                                               embedded.vectors.index_select(0, dst_rows))
+                                     ->Predict(embedded.vectors.index_select(0, src_positions),
+                                               embedded.vectors.index_select(0, dst_positions))
                                      .cpu()
                                      .contiguous();
     // One device-to-host copy per column, then plain reads (no tensor per element).
@@ -541,14 +596,14 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
     const torch::Tensor entropy = host(embedded.metrics.attention_entropy, torch::kFloat32);
     const torch::Tensor used = host(embedded.metrics.neighbors_used, torch::kInt64);
     auto metrics = [&](size_t endpoint) {
-      const int64_t row = endpoint_row[endpoint];
+      const int64_t row = endpoint_position[endpoint];
       EndpointMetrics m;
       m.representation_norm = norms.data_ptr<float>()[row];
       m.effective_neighbors = ess.data_ptr<float>()[row];
       m.attention_mass = mass.data_ptr<float>()[row];
       m.attention_entropy = entropy.data_ptr<float>()[row];
       m.neighbors_used = static_cast<uint32_t>(used.data_ptr<int64_t>()[row]);
-      m.cold_start = endpoint_node[endpoint] == 0;
+      m.cold_start = !endpoint_known[endpoint];
       return m;
     };
     const float* logit = logits.data_ptr<float>();
@@ -567,14 +622,18 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
 
 std::vector<uint64_t> Engine::KnownDestinations() const {
   // Kept as events arrive: a scan of every node per TopK cost O(nodes) per call.
-  std::shared_lock lock(ids_mutex_);
+  std::shared_lock lock(destinations_mutex_);
   return destinations_;
+}
+
+MemoryCacheStats Engine::MemoryCache() const {
+  std::lock_guard lock(model_mutex_);
+  return cache_->stats();
 }
 
 Status Engine::GetNode(uint64_t node, size_t recent, NodeInfo* info) {
   *info = NodeInfo();
-  const int64_t dense = FindDense(node);
-  info->known = dense != 0;
+  info->known = store_->neighbors().Known(node);
   if (!info->known) return Status::Ok();
   if (Status status = AwaitMemory(); !status.ok()) return status;
   info->degree = store_->neighbors().Degree(node);
@@ -584,9 +643,12 @@ Status Engine::GetNode(uint64_t node, size_t recent, NodeInfo* info) {
   if (!info->recent.empty()) info->last_update_ts = info->recent.front().ts;
   if (recent == 0) info->recent.clear();
   std::lock_guard lock(model_mutex_);
-  CoverAssignedNodes();
   if (model_->config().has_memory()) {
-    const torch::Tensor memory = model_->MemoryOf(std::vector<int64_t>{dense}).contiguous();
+    cache_->BeginOperation();
+    int64_t row = 0;
+    status = cache_->Rows({&node, 1}, {&row, 1});
+    if (!status.ok()) return status;
+    const torch::Tensor memory = model_->MemoryOf(std::vector<int64_t>{row}).contiguous();
     info->memory.assign(memory.data_ptr<float>(), memory.data_ptr<float>() + memory.numel());
   }
   return Status::Ok();

@@ -27,15 +27,13 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/event_batch.h"
 #include "common/status.h"
+#include "server/node_memory_cache.h"
 #include "storage/temporal_store.h"
-
-namespace tlp::model {
-class TemporalLinkModelImpl;
-}
 
 namespace tlp::server {
 
@@ -48,14 +46,16 @@ struct EngineOptions {
   bool allow_self_loops = false;
   int64_t memory_batch = 200;
   int torch_threads = 2;
-  // Node memory is snapshotted to <data_dir>/memory.ckpt every this many applied events, or
-  // every as many events as there are nodes if that is more, and on close; a restart loads it
-  // and replays only the log after it. 0 = only on close. The node term keeps the cost of
-  // snapshots (all node memory: ~430 MB and ~1.5 s at 1M nodes) at a bounded share of apply time
-  // on large graphs; with a fixed 100,000 it took half the memory thread's time at 1M nodes.
+  // Node memory changed since the last checkpoint is written to the store (node_state, one
+  // atomic write with the watermark it covers) every this many applied events, when the cache's
+  // evicted changed rows reach their bound, and on close; a restart replays only the log after
+  // it. Incremental: a checkpoint costs what changed, not the number of nodes. 0 = only on
+  // close and when the cache needs it.
   uint64_t checkpoint_every_events = 100000;
   // Memory for cached neighbour lists (storage::StoreOptions::neighbor_cache_bytes), MiB.
   size_t neighbor_cache_mb = 1024;
+  // Memory for resident node memory rows (NodeMemoryCache); the rest stays in RocksDB.
+  size_t node_memory_cache_bytes = size_t{1} << 30;
   // Durable events that may wait for the memory thread; beyond it Ingest waits.
   size_t memory_queue_events = 100000;
 };
@@ -103,8 +103,9 @@ class Engine {
   static Status Open(const EngineOptions& options, std::unique_ptr<Engine>* engine);
   ~Engine();  // writes a final memory checkpoint
 
-  // Snapshots node memory and the id table with the watermark they cover (atomic rename), after
-  // any snapshot still being written in the background.
+  // Writes the node memory changed since the last checkpoint, the pending messages and the
+  // destinations seen since, with the watermark they cover (one atomic write), after any
+  // checkpoint still being written in the background.
   Status SaveMemoryCheckpoint();
 
   // Validates (including the self-loop policy), appends durably with `cursors` in the same
@@ -123,6 +124,7 @@ class Engine {
   Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores);
   // Every node ever seen as a destination (TopK over "all").
   std::vector<uint64_t> KnownDestinations() const;
+  MemoryCacheStats MemoryCache() const;
   Status GetNode(uint64_t node, size_t recent, NodeInfo* info);
   ModelInfo Info() const;
   // Seconds since node memory was last snapshotted (or since open, when never), and the events
@@ -135,22 +137,19 @@ class Engine {
 
  private:
   class StoreSampler;
-  // Stored events in dense indices, on their way to the memory thread. Their sequences are
-  // consecutive: first_sequence, first_sequence + 1, ...
+  // Stored events on their way to the memory thread. Their sequences are consecutive:
+  // first_sequence, first_sequence + 1, ...
   struct MemoryWork {
     uint64_t first_sequence = 0;
-    std::vector<int64_t> src, dst;
+    std::vector<uint64_t> src, dst;
     std::vector<double> ts;
     std::vector<float> features;
     size_t size() const { return src.size(); }
   };
   Engine() = default;
-  int64_t FindDense(uint64_t node) const;                         // 0 = unknown
   Status CheckSelfLoop(const EventBatch& batch, size_t i) const;  // the self-loop policy
-  // Grows model state to every index assigned so far; call with model_mutex_ held.
-  void CoverAssignedNodes();
-  // Assigns dense indices to batch events i with !skip[i] (an empty `skip` takes all), whose
-  // sequences follow first_sequence, and hands them to the memory thread.
+  // Hands batch events i with !skip[i] (an empty `skip` takes all), whose sequences follow
+  // first_sequence, to the memory thread, and records new destinations.
   void QueueForMemory(const EventBatch& batch, uint64_t first_sequence,
                       std::span<const uint8_t> skip = {});
   void RunMemoryThread();
@@ -162,9 +161,9 @@ class Engine {
   std::shared_ptr<const MemorySnapshot> TakeMemorySnapshot();  // copies, under the locks
   Status WriteMemorySnapshot(const MemorySnapshot& snapshot);  // no locks, any thread
   Status FinishBackgroundCheckpoint();  // waits for the one being written, if any
-  // Loads memory.ckpt when it matches this model and store; sets *watermark (0 = none).
+  // Restores the pending messages and destinations of the store's last memory checkpoint when
+  // it was made by this model (else clears it); sets *watermark (0 = none).
   Status LoadMemoryCheckpoint(uint64_t* watermark);
-  std::string MemoryCheckpointPath() const;
 
   EngineOptions options_;
   std::unique_ptr<storage::TemporalStore> store_;
@@ -172,12 +171,13 @@ class Engine {
   std::unique_ptr<StoreSampler> sampler_;
   std::string fingerprint_, device_name_;
 
-  // Client id <-> dense model index; index 0 is reserved for "never seen".
-  mutable std::shared_mutex ids_mutex_;
-  std::unordered_map<uint64_t, int64_t> dense_of_;
-  std::vector<uint64_t> id_of_;
-  std::vector<uint8_t> is_destination_;
-  std::vector<uint64_t> destinations_;  // ids with is_destination_ set (TopK ignores the order)
+  // Destinations in order of first appearance (TopK ignores the order); the first
+  // destinations_written_ of them are in the store.
+  mutable std::shared_mutex destinations_mutex_;
+  std::unordered_set<uint64_t> is_destination_;
+  std::vector<uint64_t> destinations_;
+  std::atomic<size_t> destinations_written_{0};
+  std::atomic<bool> checkpoint_written_{true};  // the last checkpoint reached the store
 
   // Writer -> memory thread hand-over. Guarded by memory_queue_mutex_; memory_through_ is
   // also published here (memory_progress_) for AwaitMemory.
@@ -194,15 +194,13 @@ class Engine {
   std::thread memory_thread_;
   std::future<Status> background_checkpoint_;  // memory thread, then the destructor
 
-  // The model is not thread-safe: scoring and memory updates take this lock.
+  // The model and its row cache are not thread-safe: scoring and memory updates take this lock.
   mutable std::mutex model_mutex_;
-  // Dense indices below this have model state (guarded by model_mutex_). Ingest assigns
-  // indices before their chunk reaches the model; the sampler maps newer ones to index 0, whose
-  // memory is zero, which is exactly the memory of a node no applied event has touched.
-  int64_t model_nodes_ = 1;
+  std::unique_ptr<NodeMemoryCache> cache_;
   std::mutex ingest_mutex_;
   // Events stored but not yet applied to memory (the open chunk; memory thread only).
-  std::vector<int64_t> chunk_src_, chunk_dst_;
+  std::vector<uint64_t> chunk_src_, chunk_dst_;
+  std::vector<int64_t> chunk_src_rows_, chunk_dst_rows_;
   std::vector<double> chunk_ts_;
   std::vector<float> chunk_features_;
   uint64_t events_applied_ = 0;

@@ -82,6 +82,20 @@ Metrics::Metrics(const std::string& address)
                            .Help("Neighbour list lookups, by result: hit (in-memory cache) or "
                                  "miss (read from RocksDB)")
                            .Register(*registry_)),
+      node_memory_lookups(prometheus::BuildCounter()
+                              .Name("tlpd_node_memory_lookups_total")
+                              .Help("Node memory row lookups, by result: hit (resident) or miss "
+                                    "(paged in from RocksDB)")
+                              .Register(*registry_)),
+      node_memory_evictions(prometheus::BuildCounter()
+                                .Name("tlpd_node_memory_evictions_total")
+                                .Help("Node memory rows evicted from the cache")
+                                .Register(*registry_)
+                                .Add({})),
+      node_memory_resident(Gauge(*registry_, "tlpd_node_memory_resident_nodes",
+                                 "Nodes whose memory is resident in the cache")),
+      node_memory_dirty(Gauge(*registry_, "tlpd_node_memory_dirty_nodes",
+                              "Nodes whose memory changed since the last checkpoint")),
       kafka_records(prometheus::BuildCounter()
                         .Name("tlpd_kafka_records_total")
                         .Help("Kafka source records by outcome: applied, duplicate, "

@@ -49,7 +49,11 @@ class Metrics {
   prometheus::Gauge& memtable_bytes;
   prometheus::Gauge& checkpoint_age;
   prometheus::Gauge& events_since_checkpoint;
-  prometheus::Family<prometheus::Counter>& neighbor_lookups;  // label result (hit, miss)
+  prometheus::Family<prometheus::Counter>& neighbor_lookups;     // label result (hit, miss)
+  prometheus::Family<prometheus::Counter>& node_memory_lookups;  // label result (hit, miss)
+  prometheus::Counter& node_memory_evictions;
+  prometheus::Gauge& node_memory_resident;
+  prometheus::Gauge& node_memory_dirty;
   // Kafka source only (series appear once it runs).
   prometheus::Family<prometheus::Counter>& kafka_records;  // label outcome
   prometheus::Family<prometheus::Gauge>& kafka_held_records;

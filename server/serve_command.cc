@@ -166,6 +166,7 @@ void Daemon::ExportKafkaStats(KafkaSourceStats* previous) {
 void Daemon::ExportStats() {
   Metrics& metrics = *metrics_;
   uint64_t hits = 0, misses = 0;
+  MemoryCacheStats cache_exported;
   KafkaSourceStats kafka_exported;
   while (!impl_->stopping) {
     if (kafka_) ExportKafkaStats(&kafka_exported);
@@ -190,6 +191,16 @@ void Daemon::ExportStats() {
         .Increment(static_cast<double>(now_misses - misses));
     hits = now_hits;
     misses = now_misses;
+    const MemoryCacheStats cache = engine_->MemoryCache();
+    metrics.node_memory_lookups.Add({{"result", "hit"}})
+        .Increment(static_cast<double>(cache.hits - cache_exported.hits));
+    metrics.node_memory_lookups.Add({{"result", "miss"}})
+        .Increment(static_cast<double>(cache.misses - cache_exported.misses));
+    metrics.node_memory_evictions.Increment(
+        static_cast<double>(cache.evictions - cache_exported.evictions));
+    metrics.node_memory_resident.Set(static_cast<double>(cache.resident_rows));
+    metrics.node_memory_dirty.Set(static_cast<double>(cache.dirty_rows + cache.evicted_dirty_rows));
+    cache_exported = cache;
     for (int i = 0; i < 10 && !impl_->stopping; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -265,14 +276,21 @@ void AddServeCommand(CLI::App& app) {
   FromEnvironment(
       serve->add_option(
           "--checkpoint-every", options.engine.checkpoint_every_events,
-          "Snapshot node memory every this many events, or every as many as there are nodes if "
-          "more (0 = only at shutdown)"),
+          "Write the node memory changed since the last checkpoint every this many events "
+          "(0 = only when the memory cache needs it and at shutdown)"),
       "TLPD_CHECKPOINT_EVERY");
   FromEnvironment(
       serve->add_option("--neighbor-cache-mb", options.engine.neighbor_cache_mb,
                         "Memory for cached neighbour lists of recently active nodes; others are "
                         "read from RocksDB"),
       "TLPD_NEIGHBOR_CACHE_MB");
+  FromEnvironment(
+      serve->add_option_function<size_t>(
+          "--node-memory-cache-mb",
+          [](size_t mb) { options.engine.node_memory_cache_bytes = mb << 20; },
+          "Memory for resident node memory (~480 bytes a node at memory_dim 100); the rest is "
+          "read from RocksDB when needed (default 1024)"),
+      "TLPD_NODE_MEMORY_CACHE_MB");
   serve->add_option("--score-max-batch", options.batcher.max_batch_pairs,
                     "Most pairs one scoring pass takes from concurrent requests");
   serve->add_option_function<int64_t>(

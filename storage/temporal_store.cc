@@ -310,65 +310,75 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
   return Status::Ok();
 }
 
-Status TemporalStore::SaveNodeStates(std::span<const NodeState> states, uint64_t watermark) {
-  std::lock_guard lock(writer_mutex_);
+Status TemporalStore::SaveNodeStates(const NodeStates& states, uint64_t watermark,
+                                     std::span<const SourceCursor> cursors) {
+  // Not under writer_mutex_: no key here is one Append writes, and a checkpoint of many states
+  // must not stall ingest while it is written.
   rocksdb::WriteBatch write;
   std::string value;
-  for (const NodeState& state : states) {
-    value.clear();
-    value.append(reinterpret_cast<const char*>(&state.last_update_ts), sizeof(double));
-    value.append(reinterpret_cast<const char*>(&state.degree), sizeof(uint64_t));
-    value.append(reinterpret_cast<const char*>(state.memory.data()),
-                 state.memory.size() * sizeof(float));
-    write.Put(node_state_, EncodeU64(state.node), value);
+  for (size_t i = 0; i < states.size(); ++i) {
+    value.assign(reinterpret_cast<const char*>(&states.last_update_ts[i]), sizeof(double));
+    const std::span<const float> memory = states.MemoryOf(i);
+    value.append(reinterpret_cast<const char*>(memory.data()), memory.size_bytes());
+    write.Put(node_state_, EncodeU64(states.nodes[i]), value);
+  }
+  for (const SourceCursor& cursor : cursors) {
+    write.Put(meta_, kCursorPrefix + cursor.name, cursor.value);
   }
   write.Put(meta_, kWatermarkKey, EncodeU64(watermark));
   rocksdb::WriteOptions write_options;
-  write_options.sync = true;
+  write_options.sync = options_.sync;
   Status status = FromRocks(db_->Write(write_options, &write), "node state checkpoint failed");
   if (status.ok()) watermark_ = watermark;
   return status;
 }
 
-namespace {
-
-Status DecodeNodeState(uint64_t node, std::string_view value, NodeState* state) {
-  constexpr size_t kHeader = sizeof(double) + sizeof(uint64_t);
-  if (value.size() < kHeader || (value.size() - kHeader) % sizeof(float) != 0) {
-    return Status::Corruption("node state of node " + std::to_string(node) + " has a bad size");
+Status TemporalStore::GetNodeStates(std::span<const uint64_t> nodes, NodeStates* states) const {
+  const size_t count = nodes.size();
+  const size_t dim = states->dim;
+  states->nodes.assign(nodes.begin(), nodes.end());
+  states->last_update_ts.assign(count, 0.0);
+  states->memory.assign(count * dim, 0.0f);
+  states->found.assign(count, 0);
+  if (count == 0) return Status::Ok();
+  std::vector<std::string> keys(count);
+  std::vector<rocksdb::Slice> slices(count);
+  for (size_t i = 0; i < count; ++i) {
+    keys[i] = EncodeU64(nodes[i]);
+    slices[i] = keys[i];
   }
-  state->node = node;
-  std::memcpy(&state->last_update_ts, value.data(), sizeof(double));
-  std::memcpy(&state->degree, value.data() + sizeof(double), sizeof(uint64_t));
-  state->memory.resize((value.size() - kHeader) / sizeof(float));
-  std::memcpy(state->memory.data(), value.data() + kHeader, value.size() - kHeader);
+  std::vector<rocksdb::PinnableSlice> values(count);
+  std::vector<rocksdb::Status> found(count);
+  db_->MultiGet(rocksdb::ReadOptions(), node_state_, count, slices.data(), values.data(),
+                found.data());
+  for (size_t i = 0; i < count; ++i) {
+    if (found[i].IsNotFound()) continue;
+    if (!found[i].ok()) return FromRocks(found[i], "node state lookup failed");
+    if (values[i].size() != sizeof(double) + dim * sizeof(float)) {
+      return Status::Corruption("node state of node " + std::to_string(nodes[i]) + " has " +
+                                std::to_string(values[i].size()) + " bytes, expected " +
+                                std::to_string(sizeof(double) + dim * sizeof(float)));
+    }
+    std::memcpy(&states->last_update_ts[i], values[i].data(), sizeof(double));
+    std::memcpy(states->memory.data() + i * dim, values[i].data() + sizeof(double),
+                dim * sizeof(float));
+    states->found[i] = 1;
+  }
   return Status::Ok();
 }
 
-}  // namespace
-
-Status TemporalStore::GetNodeState(uint64_t node, NodeState* state, bool* found) const {
-  std::string value;
-  const rocksdb::Status rocks =
-      db_->Get(rocksdb::ReadOptions(), node_state_, EncodeU64(node), &value);
-  *found = rocks.ok();
-  if (rocks.IsNotFound()) return Status::Ok();
-  if (!rocks.ok()) return FromRocks(rocks, "node state lookup failed");
-  return DecodeNodeState(node, value, state);
-}
-
-Status TemporalStore::ForEachNodeState(const std::function<Status(const NodeState&)>& visit) const {
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), node_state_));
-  NodeState state;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    Status status =
-        DecodeNodeState(GetBigEndian64(it->key().data()),
-                        std::string_view(it->value().data(), it->value().size()), &state);
-    if (!status.ok()) return status;
-    status = visit(state);
-    if (!status.ok()) return status;
-  }
-  return FromRocks(it->status(), "node state scan failed");
+Status TemporalStore::ClearNodeStates() {
+  rocksdb::WriteBatch write;
+  // Keys are 8-byte big-endian node ids: [0^8, FF^8] spans them all but the last, done apart.
+  const std::string last(8, '\xff');
+  write.DeleteRange(node_state_, std::string(8, '\0'), last);
+  write.Delete(node_state_, last);
+  write.Put(meta_, kWatermarkKey, EncodeU64(0));
+  rocksdb::WriteOptions write_options;
+  write_options.sync = options_.sync;
+  Status status = FromRocks(db_->Write(write_options, &write), "clearing node states failed");
+  if (status.ok()) watermark_ = 0;
+  return status;
 }
 
 uint64_t TemporalStore::watermark() const { return watermark_.load(); }
@@ -379,6 +389,20 @@ Status TemporalStore::GetCursor(std::string_view name, std::string* value, bool*
   *found = status.ok();
   if (status.IsNotFound()) return Status::Ok();
   return FromRocks(status, "cursor lookup failed");
+}
+
+Status TemporalStore::ForEachCursor(
+    std::string_view prefix,
+    const std::function<Status(std::string_view, std::string_view)>& visit) const {
+  const std::string start = std::string(kCursorPrefix) + std::string(prefix);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_));
+  for (it->Seek(start); it->Valid() && it->key().starts_with(start); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    Status status = visit(key.substr(std::string_view(kCursorPrefix).size()),
+                          std::string_view(it->value().data(), it->value().size()));
+    if (!status.ok()) return status;
+  }
+  return FromRocks(it->status(), "cursor scan failed");
 }
 
 Status TemporalStore::ReplayAfter(

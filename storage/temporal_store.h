@@ -3,7 +3,7 @@
 // Column families:
 //   events      seq (u64 BE)                -> packed event (see event_codec.h)
 //   adjacency   node, ts, seq (24 B, BE)    -> neighbour (u64 BE); both directions per event
-//   node_state  node (u64 BE)               -> last update ts, degree, memory vector
+//   node_state  node (u64 BE)               -> last update ts (f64), memory (f32 x dim)
 //   event_ids   client event_id             -> seq (idempotent re-sends)
 //   meta        name                        -> schema version, feature dim, max ts, watermark
 //
@@ -68,11 +68,25 @@ struct SourceCursor {
   std::string value;
 };
 
-struct NodeState {
-  uint64_t node = 0;
-  double last_update_ts = 0;
-  uint64_t degree = 0;
+// Node memory rows, column-wise: row i is nodes[i], its last update and memory[i * dim ..
+// (i + 1) * dim). Column-wise so that a batch moves between RocksDB and the model's tensors
+// without a per-node allocation.
+struct NodeStates {
+  uint32_t dim = 0;
+  std::vector<uint64_t> nodes;
+  std::vector<double> last_update_ts;
   std::vector<float> memory;
+  std::vector<uint8_t> found;  // GetNodeStates: 1 = stored (else zeros above)
+
+  size_t size() const { return nodes.size(); }
+  void Clear(uint32_t memory_dim) {
+    dim = memory_dim;
+    nodes.clear();
+    last_update_ts.clear();
+    memory.clear();
+    found.clear();
+  }
+  std::span<const float> MemoryOf(size_t i) const { return {memory.data() + i * dim, dim}; }
 };
 
 struct StoreStats {
@@ -109,12 +123,22 @@ class TemporalStore {
 
   const NeighborIndex& neighbors() const { return *neighbors_; }
 
-  // Node memory checkpoint: all states and the watermark (the last sequence they include) in
-  // one atomic write.
-  Status SaveNodeStates(std::span<const NodeState> states, uint64_t watermark);
-  Status GetNodeState(uint64_t node, NodeState* state, bool* found) const;
-  Status ForEachNodeState(const std::function<Status(const NodeState&)>& visit) const;
+  // Node memory checkpoint, incremental: the states that changed since the previous one, the
+  // watermark (the last sequence every stored state includes) and `cursors` in one atomic
+  // write. So the stored states always form one consistent cut of the log, whatever part of
+  // them a bounded cache holds in memory.
+  Status SaveNodeStates(const NodeStates& states, uint64_t watermark,
+                        std::span<const SourceCursor> cursors = {});
+  // The stored states of `nodes` in one batched read; nodes never saved get found = 0 and
+  // zeros. `states->dim` must be set.
+  Status GetNodeStates(std::span<const uint64_t> nodes, NodeStates* states) const;
+  // Deletes every node state and sets the watermark to 0 (memory made by another model).
+  Status ClearNodeStates();
   uint64_t watermark() const;
+  // Visits the cursors whose names start with `prefix`, in name order.
+  Status ForEachCursor(
+      std::string_view prefix,
+      const std::function<Status(std::string_view name, std::string_view value)>& visit) const;
 
   // Visits the events with sequence > after, in order, in batches of up to `batch_size`;
   // `first_sequence` is the sequence of batch.src[0].
@@ -148,7 +172,7 @@ class TemporalStore {
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
   std::unique_ptr<NeighborIndex> neighbors_;
 
-  mutable std::mutex writer_mutex_;  // serialises Append and SaveNodeStates
+  mutable std::mutex writer_mutex_;  // serialises Append
   std::atomic<uint64_t> last_sequence_{0};
   std::atomic<double> max_ts_{0.0};
   std::atomic<uint64_t> watermark_{0};

@@ -283,30 +283,48 @@ INSTANTIATE_TEST_SUITE_P(CacheSlots, NeighborCacheTest, ::testing::Values(1000, 
                            return "slots_" + std::to_string(param.param);
                          });
 
-TEST_F(StoreTest, NodeStatesAndWatermarkSurviveReopen) {
+TEST_F(StoreTest, NodeStatesWatermarkAndCursorsSurviveReopenAsOneCut) {
   {
     auto store = OpenStore();
-    std::vector<NodeState> states = {{7, 3.5, 2, {1.0f, 2.0f}}, {9, 4.0, 1, {3.0f, 4.0f}}};
-    ASSERT_TRUE(store->SaveNodeStates(states, 42).ok());
+    NodeStates states;
+    states.Clear(2);
+    states.nodes = {7, 9};
+    states.last_update_ts = {3.5, 4.0};
+    states.memory = {1.0f, 2.0f, 3.0f, 4.0f};
+    const SourceCursor cursors[] = {{"memory/b", "2"}, {"memory/a", "1"}, {"other", "x"}};
+    ASSERT_TRUE(store->SaveNodeStates(states, 42, cursors).ok());
+    states.nodes = {9};  // a later, incremental checkpoint changes one state
+    states.last_update_ts = {5.0};
+    states.memory = {5.0f, 6.0f};
+    ASSERT_TRUE(store->SaveNodeStates(states, 50).ok());
   }
   auto store = OpenStore();
-  EXPECT_EQ(store->watermark(), 42u);
-  NodeState state;
-  bool found = false;
-  ASSERT_TRUE(store->GetNodeState(9, &state, &found).ok());
-  ASSERT_TRUE(found);
-  EXPECT_EQ(state.memory, (std::vector<float>{3.0f, 4.0f}));
-  EXPECT_EQ(state.last_update_ts, 4.0);
-  ASSERT_TRUE(store->GetNodeState(8, &state, &found).ok());
-  EXPECT_FALSE(found);
-  int visited = 0;
+  EXPECT_EQ(store->watermark(), 50u);
+  NodeStates states;
+  states.dim = 2;
+  const uint64_t nodes[] = {9, 8, 7};
+  ASSERT_TRUE(store->GetNodeStates(nodes, &states).ok());
+  EXPECT_EQ(states.found, (std::vector<uint8_t>{1, 0, 1}));
+  EXPECT_EQ(states.memory, (std::vector<float>{5.0f, 6.0f, 0.0f, 0.0f, 1.0f, 2.0f}));
+  EXPECT_EQ(states.last_update_ts, (std::vector<double>{5.0, 0.0, 3.5}));
+  std::vector<std::string> seen;
   ASSERT_TRUE(store
-                  ->ForEachNodeState([&](const NodeState&) {
-                    ++visited;
-                    return Status::Ok();
-                  })
+                  ->ForEachCursor("memory/",
+                                  [&](std::string_view name, std::string_view value) {
+                                    seen.push_back(std::string(name) + "=" + std::string(value));
+                                    return Status::Ok();
+                                  })
                   .ok());
-  EXPECT_EQ(visited, 2);
+  EXPECT_EQ(seen, (std::vector<std::string>{"memory/a=1", "memory/b=2"}));
+
+  states.dim = 3;  // a state of another width is corruption, not silently cut
+  EXPECT_EQ(store->GetNodeStates(nodes, &states).code(), Status::Code::kCorruption);
+
+  ASSERT_TRUE(store->ClearNodeStates().ok());
+  EXPECT_EQ(store->watermark(), 0u);
+  states.dim = 2;
+  ASSERT_TRUE(store->GetNodeStates(nodes, &states).ok());
+  EXPECT_EQ(states.found, (std::vector<uint8_t>{0, 0, 0}));
 }
 
 TEST_F(StoreTest, CheckpointOpensAsAStore) {

@@ -1,0 +1,112 @@
+// NodeMemoryCache: which nodes' memory is resident in the model, with RocksDB as the truth.
+//
+// The model indexes node memory by row. This maps client node ids to a bounded set of rows
+// (CLOCK replacement), loads the misses of a call from the store's node_state in one batched
+// read, and keeps the rows changed since the last checkpoint ("dirty") until a checkpoint writes
+// them: a dirty row that is evicted moves to a side table, not to RocksDB, so what RocksDB
+// holds is always one consistent cut of the log (the last checkpoint's watermark), and a crash
+// replays the log after it onto exactly that state. The side table is bounded by checkpointing
+// when it fills (see CheckpointDue).
+//
+// Row 0 is reserved: zero memory, for nodes the store has never seen. Rows handed out since
+// the last BeginOperation() and rows with pending messages (the last applied chunk's) are never
+// evicted: one operation may need more rows than the capacity (a 20,000-pair Score touches
+// ~220,000 nodes); then the rows grow past it (logged once) instead of failing.
+//
+// Not thread-safe: the engine calls it under its model lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/temporal_store.h"
+
+namespace tlp::model {
+class TemporalLinkModelImpl;
+}
+
+namespace tlp::server {
+
+// What one checkpoint writes: the rows changed since the previous one, and the pending messages
+// (node ids, not rows) that the next chunk commits.
+struct MemoryCheckpoint {
+  storage::NodeStates states;
+  std::unordered_map<uint64_t, size_t> index;  // node -> position in states
+  std::vector<uint64_t> pending_nodes;
+  std::vector<float> pending_raw;  // [pending x pending_width]
+  std::vector<double> pending_ts;
+  size_t pending_width = 0;
+};
+
+struct MemoryCacheStats {
+  uint64_t hits = 0, misses = 0, evictions = 0;
+  size_t resident_rows = 0, capacity_rows = 0, dirty_rows = 0, evicted_dirty_rows = 0;
+};
+
+class NodeMemoryCache {
+ public:
+  // capacity_rows >= 2 (row 0 is reserved).
+  NodeMemoryCache(const storage::TemporalStore& store, model::TemporalLinkModelImpl& model,
+                  size_t capacity_rows);
+
+  // Starts an operation (a chunk applied, a Score call): rows handed out from here on stay
+  // resident until the next BeginOperation.
+  void BeginOperation();
+  // rows[i] = the row holding nodes[i]'s memory, loading misses (from the side table, the last
+  // checkpoint, or RocksDB in one MultiGet; zeros for nodes never stored).
+  Status Rows(std::span<const uint64_t> nodes, std::span<int64_t> rows);
+  uint64_t NodeOf(int64_t row) const { return node_of_row_[static_cast<size_t>(row)]; }
+
+  // Makes the pending messages of a checkpoint the model's (on open, before any chunk).
+  Status RestorePending(const MemoryCheckpoint& checkpoint);
+  // After ApplyEvents: `rows` now hold pending messages (pinned until the next call) and will
+  // change when they are committed (dirty).
+  void SetPending(std::span<const int64_t> rows);
+
+  // True when the evicted dirty rows have reached their bound: checkpoint soon.
+  bool CheckpointDue() const;
+  // Copies every dirty row and the pending messages out of the model and marks the rows clean
+  // (pending ones stay dirty: their commit changes them). `previous_written` false means the
+  // last checkpoint was not stored: its rows are carried into this one.
+  std::shared_ptr<const MemoryCheckpoint> TakeCheckpoint(bool previous_written);
+
+  MemoryCacheStats stats() const;
+
+ private:
+  // A row for a node not resident: a free row, a victim, or a new row past the capacity.
+  int64_t AllocateRow();
+  int64_t AddRow();  // a new, empty row at the end
+  // States of `nodes` (none resident) from the side table, the last checkpoint, or the store.
+  Status LoadStates(std::span<const uint64_t> nodes, storage::NodeStates* states);
+  // Copies the memory of `rows` (last held by `nodes`) to the side table.
+  void EvictDirty(std::span<const int64_t> rows, std::span<const uint64_t> nodes);
+
+  const storage::TemporalStore& store_;
+  model::TemporalLinkModelImpl& model_;
+  const size_t capacity_;
+  const uint32_t dim_;
+  const bool has_memory_;
+
+  std::unordered_map<uint64_t, int64_t> row_of_;
+  std::vector<uint64_t> node_of_row_;
+  std::vector<uint8_t> occupied_, dirty_, pending_, referenced_;
+  std::vector<uint64_t> epoch_of_row_;
+  std::vector<int64_t> pending_rows_;
+  uint64_t epoch_ = 1;
+  uint64_t full_epoch_ = 0;  // the operation in which a sweep found no row to evict
+  size_t clock_hand_ = 1;
+  bool warned_growth_ = false;
+
+  // Dirty rows evicted since the last checkpoint: node -> position in evicted_.
+  storage::NodeStates evicted_;
+  std::unordered_map<uint64_t, size_t> evicted_index_;
+  std::shared_ptr<const MemoryCheckpoint> last_checkpoint_;
+
+  uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
+};
+
+}  // namespace tlp::server
