@@ -63,15 +63,17 @@ for line in urllib.request.urlopen(sys.argv[1]).read().decode().splitlines():
     "http://127.0.0.1:$metrics_port/metrics"
 }
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
-# start DATA_DIR: a daemon on $address; the streams of the 4-stream run drift apart in event
+# start DATA_DIR [FLAGS...]: a daemon on $address; the streams of the 4-stream run drift apart in event
 # time by up to 4 batches, so lateness is opened wide for every run alike.
-start() {
-  "$tlpd" serve --listen "$address" --data-dir "$1" --checkpoint "$model" \
-    --metrics-listen "127.0.0.1:$metrics_port" --lateness-seconds 1e9 > "$1.log" 2>&1 &
+start() {  # DATA_DIR [extra tlpd serve flags]
+  local data=$1
+  shift
+  "$tlpd" serve --listen "$address" --data-dir "$data" --checkpoint "$model" \
+    --metrics-listen "127.0.0.1:$metrics_port" --lateness-seconds 1e9 "$@" > "$data.log" 2>&1 &
   daemon=$!
   for _ in $(seq 300); do
     "$tlpctl" --address "$address" health > /dev/null 2>&1 && return 0
-    kill -0 "$daemon" 2>/dev/null || { cat "$1.log" >&2; exit 1; }
+    kill -0 "$daemon" 2>/dev/null || { cat "$data.log" >&2; exit 1; }
     sleep 0.05
   done
   echo "bench/run.sh: tlpd did not serve" >&2; exit 1
@@ -115,9 +117,8 @@ echo "== Kafka source (librdkafka mock broker in the benchmark process)" >&2
   > "$out/kafka_bench.json" 2> "$work/kafka_bench.log" || { cat "$work/kafka_bench.log" >&2; exit 1; }
 
 echo "== cold start" >&2
-rm -f "$work/data/memory.ckpt"
 begin=$(date +%s.%N)
-start "$work/data"
+start "$work/data" --rebuild-memory
 echo "{\"begin\": $begin, \"serving\": $(date +%s.%N)," \
      "\"log\": $(grep -m1 'replayed' "$work/data.log" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}" \
   > "$out/cold-start.json"

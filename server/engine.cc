@@ -220,6 +220,10 @@ Status Engine::LoadMemoryCheckpoint(uint64_t* watermark) {
   status = store_->GetCursor(kMemoryModelCursor, &model, &found);
   if (!status.ok()) return status;
   const std::string expected = fingerprint_ + "/" + std::to_string(options_.memory_batch);
+  if (options_.rebuild_memory) {
+    spdlog::info("--rebuild-memory: replaying the whole log into fresh node memory");
+    return store_->ClearNodeStates();
+  }
   if (!found || model != expected) {
     spdlog::warn(
         "node memory in the store was made by model/chunk {}, serving {}: replaying the whole log",
@@ -428,7 +432,10 @@ void Engine::RunMemoryThread() {
       due = cache_->CheckpointDue();
     }
     const uint64_t every = options_.checkpoint_every_events;
-    due = due || (every > 0 && events_applied_ - checkpointed_at_events_ >= every);
+    const uint64_t since = events_applied_ - checkpointed_at_events_;
+    due = due || (every > 0 && since >= every) ||
+          (options_.checkpoint_every_seconds > 0 && since > 0 &&
+           SecondsSinceCheckpoint() >= options_.checkpoint_every_seconds);
     // The changed rows are copied here (a memory copy) and written on another thread, so that
     // ingest does not wait for the write; one write at a time, a due one waits its turn.
     const bool writing =

@@ -52,8 +52,13 @@ struct EngineOptions {
   // it. Incremental: a checkpoint costs what changed, not the number of nodes. 0 = only on
   // close and when the cache needs it.
   uint64_t checkpoint_every_events = 100000;
+  // Also when this many seconds passed since the last one and events were applied since (a
+  // slow stream would otherwise go hours between checkpoints). 0 = no time trigger.
+  double checkpoint_every_seconds = 300;
   // Memory for cached neighbour lists (storage::StoreOptions::neighbor_cache_bytes), MiB.
   size_t neighbor_cache_mb = 1024;
+  // Discards the stored node memory at open and rebuilds it from the whole log.
+  bool rebuild_memory = false;
   // Memory for resident node memory rows (NodeMemoryCache); the rest stays in RocksDB.
   size_t node_memory_cache_bytes = size_t{1} << 30;
   // Durable events that may wait for the memory thread; beyond it Ingest waits.

@@ -270,6 +270,8 @@ void AddServeCommand(CLI::App& app) {
   serve->add_flag("!--no-sync", options.engine.sync_writes,
                   "Do not fsync each batch (survives process crashes, not power loss)");
   serve->add_flag("--allow-self-loops", options.engine.allow_self_loops, "Accept src == dst");
+  serve->add_flag("--rebuild-memory", options.engine.rebuild_memory,
+                  "Discard the stored node memory and rebuild it from the whole event log");
   FromEnvironment(
       serve->add_option("--threads", options.engine.torch_threads, "Torch intra-op threads"),
       "TLPD_THREADS");
@@ -279,6 +281,11 @@ void AddServeCommand(CLI::App& app) {
           "Write the node memory changed since the last checkpoint every this many events "
           "(0 = only when the memory cache needs it and at shutdown)"),
       "TLPD_CHECKPOINT_EVERY");
+  FromEnvironment(
+      serve->add_option("--checkpoint-seconds", options.engine.checkpoint_every_seconds,
+                        "Also checkpoint when this many seconds passed since the last one and "
+                        "events were applied since (0 = never by time)"),
+      "TLPD_CHECKPOINT_SECONDS");
   FromEnvironment(
       serve->add_option("--neighbor-cache-mb", options.engine.neighbor_cache_mb,
                         "Memory for cached neighbour lists of recently active nodes; others are "

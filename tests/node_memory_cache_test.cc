@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "server/engine.h"
 #include "tests/test_model.h"
@@ -29,8 +31,11 @@ class NodeMemoryCacheTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::unique_ptr<Engine> Open(const std::string& name, size_t cache_rows,
-                               uint64_t checkpoint_every) {
+                               uint64_t checkpoint_every, bool rebuild_memory = false,
+                               double checkpoint_seconds = 0) {
     EngineOptions options;
+    options.rebuild_memory = rebuild_memory;
+    options.checkpoint_every_seconds = checkpoint_seconds;
     options.data_dir = (dir_ / name).string();
     options.checkpoint = (dir_ / "model.pt").string();
     options.sync_writes = false;
@@ -144,7 +149,28 @@ TEST_F(NodeMemoryCacheTest, RestartsWithAnotherCacheSizeAndMatches) {
   }  // closing writes the final checkpoint: nothing to replay
   auto large = Open("small", 100000, 0);
   EXPECT_EQ(large->Info().events_applied, 12u * 50 / 8 * 8);
+  EXPECT_EQ(large->EventsSinceCheckpoint(), 0u);  // restored, nothing replayed
   ExpectSameState(*reference, *large);
+  large.reset();
+  // --rebuild-memory: the stored memory is discarded and the whole log replayed, to the same.
+  auto rebuilt = Open("small", 100000, 0, /*rebuild_memory=*/true);
+  EXPECT_EQ(rebuilt->EventsSinceCheckpoint(), 12u * 50 / 8 * 8);
+  ExpectSameState(*reference, *rebuilt);
+}
+
+// A slow stream still gets checkpoints: by time, once events were applied since the last.
+TEST_F(NodeMemoryCacheTest, CheckpointsByTimeWhenEventsAreFew) {
+  // A cache that never fills (a full side table would checkpoint too), no event count.
+  auto engine = Open("slow", 100000, 0, false, /*checkpoint_seconds=*/0.2);
+  storage::AppendResult result;
+  ASSERT_TRUE(engine->Ingest(Round(0), &result).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(engine->Ingest(Round(1), &result).ok());  // the memory thread looks after work
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (engine->store().watermark() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(engine->store().watermark(), 0u);
 }
 
 }  // namespace
