@@ -204,7 +204,7 @@ TEST_F(IngestWriterTest, MemoryCheckpointOfAnotherModelIsNotUsed) {
   const EventBatch events = ClientBatch(0, 40, 1.0);
   storage::AppendResult result;
   ASSERT_TRUE(engine_->Ingest(events, &result).ok());
-  engine_.reset();  // writes memory.ckpt for this model
+  engine_.reset();  // writes a memory checkpoint of this model into the store
   // Another model (other weights) on the same data dir, and on a fresh one fed the same events.
   ASSERT_TRUE(testing::WriteSmallModel(dir_ / "other.pt", 8, 2).ok());
   EngineOptions options;
