@@ -159,7 +159,7 @@ std::shared_ptr<const Engine::MemorySnapshot> Engine::TakeMemorySnapshot() {
 Status Engine::WriteMemorySnapshot(const MemorySnapshot& snapshot) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<storage::SourceCursor> cursors = {
-      {kMemoryModelCursor, fingerprint_ + "/" + std::to_string(options_.memory_batch)},
+      {kMemoryModelCursor, MemoryModelTag()},
       {kMemoryPendingCursor, EncodePending(*snapshot.memory)}};
   if (!snapshot.destinations.empty()) {
     char name[64];
@@ -179,6 +179,10 @@ Status Engine::WriteMemorySnapshot(const MemorySnapshot& snapshot) {
                snapshot.memory->states.size(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return Status::Ok();
+}
+
+std::string Engine::MemoryModelTag() const {
+  return fingerprint_ + "/" + std::to_string(options_.memory_batch);
 }
 
 Status Engine::FinishBackgroundCheckpoint() {
@@ -219,7 +223,7 @@ Status Engine::LoadMemoryCheckpoint(uint64_t* watermark) {
   bool found = false;
   status = store_->GetCursor(kMemoryModelCursor, &model, &found);
   if (!status.ok()) return status;
-  const std::string expected = fingerprint_ + "/" + std::to_string(options_.memory_batch);
+  const std::string expected = MemoryModelTag();
   if (options_.rebuild_memory) {
     spdlog::info("--rebuild-memory: replaying the whole log into fresh node memory");
     return store_->ClearNodeStates();

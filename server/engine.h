@@ -166,6 +166,9 @@ class Engine {
   std::shared_ptr<const MemorySnapshot> TakeMemorySnapshot();  // copies, under the locks
   Status WriteMemorySnapshot(const MemorySnapshot& snapshot);  // no locks, any thread
   Status FinishBackgroundCheckpoint();  // waits for the one being written, if any
+  // Which model and chunk size made the stored node memory ("<fingerprint>/<memory_batch>"):
+  // memory from any other is not restored.
+  std::string MemoryModelTag() const;
   // Restores the pending messages and destinations of the store's last memory checkpoint when
   // it was made by this model (else clears it); sets *watermark (0 = none).
   Status LoadMemoryCheckpoint(uint64_t* watermark);

@@ -157,8 +157,7 @@ Status NodeMemoryCache::Rows(std::span<const uint64_t> nodes, std::span<int64_t>
   // loads below, which must find them there when this very call asks for them again.
   if (has_memory_) EvictDirty(victim_rows, victim_nodes);
   model_.EnsureNodes(static_cast<int64_t>(node_of_row_.size()));
-  for (const int64_t row : missing_rows) dirty_[static_cast<size_t>(row)] = 0;
-  if (!has_memory_) return Status::Ok();
+  if (!has_memory_) return Status::Ok();  // rows are never dirty without memory
   loaded.Clear(dim_);
   if (Status status = LoadStates(missing, &loaded); !status.ok()) {
     for (size_t i = 0; i < missing.size(); ++i) {  // not resident after all
