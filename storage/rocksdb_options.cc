@@ -39,16 +39,22 @@ rocksdb::Options DatabaseOptions() {
   return options;
 }
 
-// Per column family memtable tuning. Profiling the append path showed ~65 % of its time in
-// skiplist searches; keys of the event log ascend, and adjacency keys ascend within each node,
-// so remembering the last insert position per prefix makes most inserts O(1). The cost is about
-// 250 bytes per distinct prefix (node) in each live memtable.
+// Per column family tuning. Profiling the append path showed ~65 % of its time in memtable
+// skiplist searches; keys of the event log ascend, so remembering the last insert position per
+// prefix makes most inserts O(1). Adjacency rows are sorted by TemporalStore::Append instead,
+// which serves the skiplist's own "start from the previous insert" as well at 1k nodes and
+// far better at millions (a per-node hint costs ~250 bytes a node and is stale by then).
 rocksdb::ColumnFamilyOptions FamilyOptions(const rocksdb::Options& base, const std::string& name) {
   rocksdb::ColumnFamilyOptions options(base);
   if (name == "events") {
     options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(4));
   } else if (name == "adjacency") {
-    options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(8));
+    // Rows arrive spread over all nodes, so every L0 file overlaps all of L1 and each L0->L1
+    // compaction rewrites the whole of L1 (~0.5 GB): with the default trigger of 2 files that
+    // was a write amplification of 7 at L1 and the largest compaction load (RocksDB LOG, 20M
+    // events). Waiting for 8 files writes L1 about 4x less often; reads of nodes beyond the
+    // neighbour cache seek in up to 8 more small files.
+    options.level0_file_num_compaction_trigger = 8;
   } else if (name == "event_ids") {
     // Every append looks up all its ids, and nearly all are new: bloom filters in the memtable
     // and in each table file answer those misses without a skiplist or block search.
@@ -58,6 +64,29 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const rocksdb::Options& base, const s
     rocksdb::BlockBasedTableOptions table;
     table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
     options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+    // Several streams' ids interleave, so L0 files overlap L1 as adjacency's do (W-amp 3.5 at
+    // L1 before); the extra L0 files cost lookups a bloom probe each.
+    options.level0_file_num_compaction_trigger = 8;
+  } else if (name == "node_state") {
+    // Every checkpoint rewrites the memory vector (~400 B at memory_dim 100) of every node that
+    // changed since the previous one: about one row per event at 10M nodes. In the LSM tree level
+    // compaction then copies each vector again on every level (RocksDB LOG of a 30M-event run:
+    // 14 GB compaction writes for 4.7 GB flushed, growing with each level added), which took a
+    // third of both cores. Blob files keep the vectors out of the tree: compaction moves
+    // 30-byte references, and garbage collection relocates only the live vectors of the oldest
+    // blob files once most of them are overwritten.
+    options.enable_blob_files = true;
+    options.min_blob_size = 64;
+    options.enable_blob_garbage_collection = true;
+    options.blob_garbage_collection_age_cutoff = 0.25;
+    options.blob_garbage_collection_force_threshold = 0.5;
+    // The node memory cache reads every node it pages in, and most of those are nodes no
+    // checkpoint has stored yet: bloom filters answer them without a block search.
+    rocksdb::BlockBasedTableOptions table;
+    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+    options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+    options.memtable_prefix_bloom_size_ratio = 0.05;
+    options.memtable_whole_key_filtering = true;
   }
   return options;
 }

@@ -5,9 +5,11 @@
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <unordered_set>
 
 #include "storage/event_codec.h"
@@ -258,6 +260,7 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
   if (!status.ok()) return status;
 
   rocksdb::WriteBatch write;
+  adjacency_rows_.clear();
   uint64_t sequence = last_sequence_.load();
   double newest = max_ts_.load();
   std::unordered_map<std::string_view, uint64_t> assigned;
@@ -270,17 +273,26 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
     EncodeEvent(batch.src[i], batch.dst[i], batch.ts[i], batch.FeaturesOf(i), batch.EventIdOf(i),
                 &encode_buffer_);
     write.Put(events_, key.view(), encode_buffer_);
-    const std::string dst_value = EncodeU64(batch.dst[i]);
-    write.Put(adjacency_, AdjacencyKey(batch.src[i], batch.ts[i], sequence).view(), dst_value);
+    AddAdjacencyRow(batch.src[i], batch.ts[i], sequence, batch.dst[i]);
     if (batch.src[i] != batch.dst[i]) {
-      write.Put(adjacency_, AdjacencyKey(batch.dst[i], batch.ts[i], sequence).view(),
-                EncodeU64(batch.src[i]));
+      AddAdjacencyRow(batch.dst[i], batch.ts[i], sequence, batch.src[i]);
     }
     if (!batch.EventIdOf(i).empty()) {
       write.Put(event_ids_, batch.EventIdOf(i), key.view());
       assigned.emplace(batch.EventIdOf(i), sequence);
     }
     newest = std::max(newest, batch.ts[i]);
+  }
+  // In key order: the memtable's skiplist starts each insert from where the previous one went,
+  // so sorted rows each search a short stretch instead of the whole list from the top. At
+  // millions of nodes the rows of a batch land all over the memtable, and these inserts were
+  // the largest cost of Append (~a quarter of both cores in a 20M-event run; perf).
+  std::sort(adjacency_rows_.begin(), adjacency_rows_.end(),
+            [](const AdjacencyRow& a, const AdjacencyRow& b) {
+              return std::memcmp(a.key.bytes, b.key.bytes, kAdjacencyKeySize) < 0;
+            });
+  for (const AdjacencyRow& row : adjacency_rows_) {
+    write.Put(adjacency_, row.key.view(), rocksdb::Slice(row.neighbor, sizeof(row.neighbor)));
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (result->duplicate[i] && result->sequences[i] == 0) {
@@ -310,13 +322,25 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
   return Status::Ok();
 }
 
+void TemporalStore::AddAdjacencyRow(uint64_t node, double ts, uint64_t sequence,
+                                    uint64_t neighbor) {
+  AdjacencyRow& row =
+      adjacency_rows_.emplace_back(AdjacencyRow{AdjacencyKey(node, ts, sequence), {}});
+  PutBigEndian64(neighbor, row.neighbor);
+}
+
 Status TemporalStore::SaveNodeStates(const NodeStates& states, uint64_t watermark,
                                      std::span<const SourceCursor> cursors) {
   // Not under writer_mutex_: no key here is one Append writes, and a checkpoint of many states
   // must not stall ingest while it is written.
+  // In key order, for the memtable's sake (see the adjacency rows in Append).
+  std::vector<size_t> order(states.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&states](size_t a, size_t b) { return states.nodes[a] < states.nodes[b]; });
   rocksdb::WriteBatch write;
   std::string value;
-  for (size_t i = 0; i < states.size(); ++i) {
+  for (const size_t i : order) {
     value.assign(reinterpret_cast<const char*>(&states.last_update_ts[i]), sizeof(double));
     const std::span<const float> memory = states.MemoryOf(i);
     value.append(reinterpret_cast<const char*>(memory.data()), memory.size_bytes());

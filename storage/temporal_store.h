@@ -26,6 +26,7 @@
 
 #include "common/event_batch.h"
 #include "common/status.h"
+#include "storage/key_encoding.h"
 #include "storage/neighbor_index.h"
 
 namespace rocksdb {
@@ -159,6 +160,8 @@ class TemporalStore {
  private:
   TemporalStore() = default;
   Status Initialize();
+  // Queues one adjacency row of the batch Append is building (written sorted, see Append).
+  void AddAdjacencyRow(uint64_t node, double ts, uint64_t sequence, uint64_t neighbor);
 
   std::string path_;
   StoreOptions options_;
@@ -176,8 +179,14 @@ class TemporalStore {
   std::atomic<uint64_t> last_sequence_{0};
   std::atomic<double> max_ts_{0.0};
   std::atomic<uint64_t> watermark_{0};
+  // One adjacency row of the batch being appended (key, neighbour u64 BE).
+  struct AdjacencyRow {
+    AdjacencyKey key;
+    char neighbor[8];
+  };
   // Reused across Append calls: no allocation per event once warm.
   std::string encode_buffer_;
+  std::vector<AdjacencyRow> adjacency_rows_;
 };
 
 }  // namespace tlp::storage
