@@ -155,6 +155,34 @@ void BM_Gather(benchmark::State& state) {
 }
 BENCHMARK(BM_Gather)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Time encodings of one 1,000-candidate TopK pass (10,000 neighbour deltas x 100 dims) on the
+// model's device: the model's own encoding (the fused kernel on CPUs), and torch's float64
+// expression it replaced there (still the CUDA path).
+void BM_TimeEncoding(benchmark::State& state) {
+  const bool torch_expression = state.range(0) == 1;
+  const torch::Device device = ModelDevice();
+  tlp::model::TimeEncoding encoding(100);
+  encoding->to(device);
+  const torch::Tensor omega = encoding->named_buffers()["omega"];
+  const torch::Tensor deltas =
+      torch::rand({1000, 10}, torch::TensorOptions().dtype(torch::kFloat64).device(device)) * 1e6;
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    const torch::Tensor encoded = torch_expression
+                                      ? torch::cos(deltas.unsqueeze(-1) * omega).to(torch::kFloat32)
+                                      : encoding->forward(deltas);
+    Synchronize(encoded);
+  }
+  state.counters["cosines_per_s"] = benchmark::Counter(
+      1e6 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_TimeEncoding)
+    ->ArgName("torch_float64")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 }  // namespace
 
 int main(int argc, char** argv) {

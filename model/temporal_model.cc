@@ -4,6 +4,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "model/time_encoding_kernel.h"
+
 namespace tlp::model {
 
 std::string ModelConfig::ToString() const {
@@ -22,8 +24,19 @@ TimeEncodingImpl::TimeEncodingImpl(int64_t dim) {
 }
 
 torch::Tensor TimeEncodingImpl::forward(const torch::Tensor& deltas) {
-  // In float64 so that deltas of ~1e9 s keep their low digits before the cosine.
-  return torch::cos(deltas.to(torch::kFloat64).unsqueeze(-1) * omega_).to(torch::kFloat32);
+  if (!deltas.is_cpu()) {
+    // In float64 so that deltas of ~1e9 s keep their low digits before the cosine.
+    return torch::cos(deltas.to(torch::kFloat64).unsqueeze(-1) * omega_).to(torch::kFloat32);
+  }
+  // The same in one pass (time_encoding_kernel.h); omega_ has no gradient, so neither does this.
+  const torch::Tensor input = deltas.to(torch::kFloat64).contiguous();
+  const torch::Tensor omega = omega_.contiguous();
+  std::vector<int64_t> shape = input.sizes().vec();
+  shape.push_back(omega.size(0));
+  torch::Tensor encoded = torch::empty(shape, torch::TensorOptions().dtype(torch::kFloat32));
+  EncodeTimeDeltas(input.data_ptr<double>(), input.numel(), omega.data_ptr<double>(), omega.size(0),
+                   encoded.data_ptr<float>());
+  return encoded;
 }
 
 MergeMlpImpl::MergeMlpImpl(int64_t left_dim, int64_t right_dim, int64_t hidden_dim,

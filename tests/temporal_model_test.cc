@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <random>
 
 #include "model/checkpoint.h"
@@ -94,6 +95,38 @@ TEST_P(ModelVariants, EmbedsWithoutLeakageAndUpdatesMemoryAfterScoring) {
 INSTANTIATE_TEST_SUITE_P(All, ModelVariants,
                          ::testing::Combine(::testing::Values("tgn", "tgat"),
                                             ::testing::Values(1, 2), ::testing::Values(0, 4)));
+
+// The CPU kernel against the definition: float64 cosine of the float64 product, rounded to
+// float32. Deltas from 0 to past the kernel's fast range (3e9 at omega 1), negative ones and
+// non-finite ones.
+TEST(TimeEncoding, MatchesFloat64CosineRoundedToFloat32) {
+  std::vector<double> deltas = {0.0, 1.0,    -1.0,   0.5,           3600.0, 86400.0 * 365,
+                                1e9, 2.99e9, 3.01e9, 1.7e9 + 0.123, 1e12,   -4e10};
+  std::mt19937_64 random(3);
+  std::uniform_real_distribution<double> exponent(-3.0, 9.5);
+  for (int i = 0; i < 20000; ++i) {
+    deltas.push_back((i % 2 ? -1.0 : 1.0) * std::pow(10.0, exponent(random)));
+  }
+  const torch::Tensor input =
+      torch::tensor(deltas, torch::kFloat64).view({static_cast<int64_t>(deltas.size()) / 4, 4});
+  TimeEncoding encoding(100);
+  const torch::Tensor omega = encoding->named_buffers()["omega"];
+  const torch::Tensor expected = torch::cos(input.unsqueeze(-1) * omega).to(torch::kFloat32);
+  const torch::Tensor actual = encoding->forward(input);
+  ASSERT_EQ(actual.sizes(), expected.sizes());
+  ASSERT_EQ(actual.scalar_type(), torch::kFloat32);
+  const double largest_difference = (actual - expected).abs().max().item<double>();
+  EXPECT_LE(largest_difference, 1.2e-7);  // two float32 ulps at 1
+  const double equal_share = actual.eq(expected).to(torch::kFloat64).mean().item<double>();
+  EXPECT_GE(equal_share, 0.9999);
+  // float32 deltas take the same path.
+  EXPECT_TRUE(encoding->forward(input.to(torch::kFloat32))
+                  .equal(encoding->forward(input.to(torch::kFloat32).to(torch::kFloat64))));
+
+  const torch::Tensor odd = encoding->forward(
+      torch::tensor({std::nan(""), std::numeric_limits<double>::infinity()}, torch::kFloat64));
+  EXPECT_TRUE(odd.isnan().all().item<bool>());
+}
 
 TEST(TemporalLinkModel, MemoryStateSavesAndRestores) {
   torch::manual_seed(8);
