@@ -25,6 +25,8 @@ int64_t SteadyMilliseconds() {
 
 }  // namespace
 
+std::mutex Engine::model_mutex_;
+
 // Serves the model's neighbour lookups from the store's index: the model asks by row, the store
 // by client id, and neighbours come back as rows (loaded into the cache, in one batch per call).
 // Runs inside Embed, so under model_mutex_.

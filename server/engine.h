@@ -203,7 +203,10 @@ class Engine {
   std::future<Status> background_checkpoint_;  // memory thread, then the destructor
 
   // The model and its row cache are not thread-safe: scoring and memory updates take this lock.
-  mutable std::mutex model_mutex_;
+  // One lock for all engines of the process: the serial OpenBLAS that scripts/setup.sh pins is
+  // not safe for concurrent callers either (two engines in one test process computing at once
+  // gave logits off by ~1e-4 about once in 30 runs; OpenBLAS issue #2126 describes the same).
+  static std::mutex model_mutex_;
   std::unique_ptr<NodeMemoryCache> cache_;
   std::mutex ingest_mutex_;
   // Events stored but not yet applied to memory (the open chunk; memory thread only).
