@@ -32,14 +32,10 @@ constexpr double kSin15 = -1.0 / 1307674368000.0;
 constexpr double kSin17 = 1.0 / 355687428096000.0;
 constexpr double kSin19 = -1.0 / 121645100408832000.0;
 
-// One row: cos(delta * omega[j]) for all j. Clones by instruction set, picked at load time from
-// the CPU's features ("arch=" clones would match CPU models, and miss e.g. Cooper Lake). cos(r) = 1
-// - 2 sin^2(r / 2) keeps the polynomial on
-// [-pi/2, pi/2] after reducing r to [-pi, pi].
-__attribute__((target_clones("avx512f", "avx2", "default"))) void EncodeRow(double delta,
-                                                                            const double* omega,
-                                                                            int64_t dim,
-                                                                            float* out) {
+// One row: cos(delta * omega[j]) for all j. cos(r) = 1 - 2 sin^2(r / 2) keeps the polynomial on
+// [-pi/2, pi/2] after reducing r to [-pi, pi]. Inlined into one function per instruction set.
+__attribute__((always_inline)) inline void EncodeRowBody(double delta, const double* omega,
+                                                         int64_t dim, float* out) {
   for (int64_t j = 0; j < dim; ++j) {
     const double x = delta * omega[j];
     const double turns = (x * kInverseTwoPi + kRoundingShift) - kRoundingShift;
@@ -60,10 +56,34 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void EncodeRow(doub
   }
 }
 
+__attribute__((target("avx512f"))) void EncodeRowAvx512(double delta, const double* omega,
+                                                        int64_t dim, float* out) {
+  EncodeRowBody(delta, omega, dim, out);
+}
+__attribute__((target("avx2"))) void EncodeRowAvx2(double delta, const double* omega, int64_t dim,
+                                                   float* out) {
+  EncodeRowBody(delta, omega, dim, out);
+}
+void EncodeRowBaseline(double delta, const double* omega, int64_t dim, float* out) {
+  EncodeRowBody(delta, omega, dim, out);
+}
+
+using EncodeRowFunction = void (*)(double, const double*, int64_t, float*);
+
+// Picked by the CPU's features on first use. Not GCC's target_clones: its ifunc resolver runs
+// while the program is being loaded, before ThreadSanitizer's runtime, and crashed TSan builds.
+EncodeRowFunction ChooseEncodeRow() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return EncodeRowAvx512;
+  if (__builtin_cpu_supports("avx2")) return EncodeRowAvx2;
+  return EncodeRowBaseline;
+}
+
 }  // namespace
 
 void EncodeTimeDeltas(const double* deltas, int64_t count, const double* omega, int64_t dim,
                       float* out) {
+  static const EncodeRowFunction encode_row = ChooseEncodeRow();
   double largest_omega = 0;
   for (int64_t j = 0; j < dim; ++j) largest_omega = std::max(largest_omega, std::fabs(omega[j]));
   // ~100 cosines a row: 64 rows are a few microseconds of work, worth a thread hand-off.
@@ -71,7 +91,7 @@ void EncodeTimeDeltas(const double* deltas, int64_t count, const double* omega, 
     for (int64_t i = begin; i < end; ++i) {
       float* row = out + i * dim;
       if (std::fabs(deltas[i]) * largest_omega <= kLargestReducible) {
-        EncodeRow(deltas[i], omega, dim, row);
+        encode_row(deltas[i], omega, dim, row);
       } else {  // also NaN and infinite deltas: cos() gives NaN for those
         for (int64_t j = 0; j < dim; ++j)
           row[j] = static_cast<float>(std::cos(deltas[i] * omega[j]));
