@@ -29,14 +29,35 @@ void AddScaled(float* out, float scale, const float* x, int64_t n) {
 }  // namespace
 
 MassAwareAggregateResult FusedMassAwareAttend(const torch::Tensor& query_in_input_space,
-                                              const torch::Tensor& neighbors,
+                                              torch::TensorList neighbor_parts,
                                               const torch::Tensor& valid, double score_scale,
                                               double p) {
   if (p < 1.0 || !std::isfinite(p)) throw std::invalid_argument("attention p must be >= 1");
   const torch::Tensor u = query_in_input_space.contiguous();
-  const torch::Tensor x = neighbors.contiguous();
   const torch::Tensor mask = valid.to(torch::kBool).contiguous();
-  const int64_t batch = u.size(0), heads = u.size(1), dim = u.size(2), slots = x.size(1);
+  const int64_t batch = u.size(0), heads = u.size(1), dim = u.size(2);
+  const int64_t slots = neighbor_parts.at(0).size(1);
+  // Part j covers columns [offset_j, offset_j + width_j) of the neighbour input.
+  struct Part {
+    torch::Tensor values;  // [batch, slots, width] contiguous
+    const float* data;
+    int64_t offset;
+    int64_t width;
+  };
+  std::vector<Part> parts;
+  int64_t width_sum = 0;
+  for (const torch::Tensor& part : neighbor_parts) {
+    torch::Tensor values = part.contiguous();
+    if (values.dim() != 3 || values.size(0) != batch || values.size(1) != slots ||
+        values.scalar_type() != torch::kFloat32) {
+      throw std::invalid_argument("neighbour parts must be float32 [batch, slots, width]");
+    }
+    const int64_t width = values.size(2);
+    parts.push_back({values, values.data_ptr<float>(), width_sum, width});
+    width_sum += width;
+  }
+  if (width_sum != dim)
+    throw std::invalid_argument("neighbour parts do not sum to the query width");
   const auto floats = torch::TensorOptions().dtype(torch::kFloat32);
   MassAwareAggregateResult result;
   result.output = torch::zeros({batch, heads, dim + 1}, floats);
@@ -45,7 +66,6 @@ MassAwareAggregateResult FusedMassAwareAttend(const torch::Tensor& query_in_inpu
   result.metrics.attention_entropy = torch::empty({batch}, floats);
   result.metrics.neighbors_used = torch::empty({batch}, floats.dtype(torch::kInt64));
   const float* u_data = u.data_ptr<float>();
-  const float* x_data = x.data_ptr<float>();
   const bool* valid_data = mask.data_ptr<bool>();
   float* out_data = result.output.data_ptr<float>();
   float* ess_data = result.metrics.effective_neighbors.data_ptr<float>();
@@ -56,7 +76,6 @@ MassAwareAggregateResult FusedMassAwareAttend(const torch::Tensor& query_in_inpu
   at::parallel_for(0, batch, 32, [&](int64_t begin, int64_t end) {
     std::vector<double> weights(static_cast<size_t>(slots));
     for (int64_t b = begin; b < end; ++b) {
-      const float* rows = x_data + b * slots * dim;
       const bool* is_valid = valid_data + b * slots;
       int64_t used = 0;
       for (int64_t k = 0; k < slots; ++k) used += is_valid[k] ? 1 : 0;
@@ -68,7 +87,11 @@ MassAwareAggregateResult FusedMassAwareAttend(const torch::Tensor& query_in_inpu
         double maximum = -std::numeric_limits<double>::infinity();
         for (int64_t k = 0; k < slots; ++k) {
           if (!is_valid[k]) continue;
-          weights[k] = static_cast<double>(Dot(query, rows + k * dim, dim)) * score_scale;
+          float score = 0;
+          for (const Part& part : parts) {
+            score += Dot(query + part.offset, part.data + (b * slots + k) * part.width, part.width);
+          }
+          weights[k] = static_cast<double>(score) * score_scale;
           maximum = std::max(maximum, weights[k]);
         }
         double sum = 0, square_sum = 0, power_sum = 0;
@@ -83,7 +106,9 @@ MassAwareAggregateResult FusedMassAwareAttend(const torch::Tensor& query_in_inpu
         for (int64_t k = 0; k < slots; ++k) {
           if (weights[k] == 0) continue;
           const auto a = static_cast<float>(weights[k] / norm);
-          AddScaled(out, a, rows + k * dim, dim);
+          for (const Part& part : parts) {
+            AddScaled(out + part.offset, a, part.data + (b * slots + k) * part.width, part.width);
+          }
           out[dim] += a;
           const double share = weights[k] / sum;
           entropy -= share * std::log(std::max(share, 1e-30));

@@ -15,12 +15,13 @@
 
 namespace tlp::model {
 
-// query_in_input_space: [B, H, D] float32 (W_k^T q per head); neighbors: [B, K, D] float32;
-// valid: [B, K] bool. Scores are (u . x_k) * score_scale. Returns output [B, H, D + 1]: per
-// head sum_k a_k x_k, then sum_k a_k, with a_k the MAA weights of MassAwareAggregate, and the
-// same metrics as MassAwareAggregate.
+// query_in_input_space: [B, H, D] float32 (W_k^T q per head); neighbor_parts: [B, K, D_j]
+// float32 whose concatenation along the last dimension is the neighbour input [B, K, D] (read in
+// place: the concatenation is never built); valid: [B, K] bool. Scores are (u . x_k) * score_scale.
+// Returns output [B, H, D + 1]: per head sum_k a_k x_k, then sum_k a_k, with a_k the MAA weights of
+// MassAwareAggregate, and the same metrics as MassAwareAggregate.
 MassAwareAggregateResult FusedMassAwareAttend(const torch::Tensor& query_in_input_space,
-                                              const torch::Tensor& neighbors,
+                                              torch::TensorList neighbor_parts,
                                               const torch::Tensor& valid, double score_scale,
                                               double p);
 

@@ -68,7 +68,7 @@ MassAwareAttentionImpl::MassAwareAttentionImpl(const MassAwareAttentionOptions& 
 }
 
 AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
-                                                const torch::Tensor& neighbors,
+                                                torch::TensorList neighbor_parts,
                                                 const torch::Tensor& valid) {
   // Factorised so that no key or value is ever projected (see the header): per head h,
   //   score_j = q_h . (W_k,h x_j + b_k,h) = (W_k,h^T q_h) . x_j + const   (the constant cancels:
@@ -87,11 +87,14 @@ AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
   const torch::Tensor query_in_input_space = torch::bmm(q, key_weight).transpose(0, 1);
   const double score_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   MassAwareAggregateResult aggregate;
-  if (!torch::GradMode::is_enabled() && neighbors.is_cpu() &&
-      neighbors.scalar_type() == torch::kFloat32) {
+  const torch::Tensor& first_part = neighbor_parts.at(0);
+  if (!torch::GradMode::is_enabled() && first_part.is_cpu() &&
+      first_part.scalar_type() == torch::kFloat32) {
     aggregate =
-        FusedMassAwareAttend(query_in_input_space, neighbors, valid, score_scale, options_.p);
+        FusedMassAwareAttend(query_in_input_space, neighbor_parts, valid, score_scale, options_.p);
   } else {
+    const torch::Tensor neighbors =
+        neighbor_parts.size() == 1 ? neighbor_parts[0] : torch::cat(neighbor_parts, -1);
     // [B, H, Din] x [B, Din, K] -> scores [B, H, K]
     const torch::Tensor scores =
         (query_in_input_space.unsqueeze(2) * neighbors.unsqueeze(1)).sum(-1) * score_scale;

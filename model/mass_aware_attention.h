@@ -60,8 +60,11 @@ class MassAwareAttentionImpl : public torch::nn::Module {
  public:
   explicit MassAwareAttentionImpl(const MassAwareAttentionOptions& options);
 
-  // query: [batch, query_dim]; neighbors: [batch, slots, neighbor_dim]; valid: [batch, slots].
-  AttentionOutput forward(const torch::Tensor& query, const torch::Tensor& neighbors,
+  // query: [batch, query_dim]; neighbor_parts: [batch, slots, width_j] whose concatenation along
+  // the last dimension is the neighbour input [batch, slots, neighbor_dim] (e.g. memory, edge
+  // features, time encoding: inference on the CPU reads them in place, training concatenates);
+  // valid: [batch, slots].
+  AttentionOutput forward(const torch::Tensor& query, torch::TensorList neighbor_parts,
                           const torch::Tensor& valid);
 
   const MassAwareAttentionOptions& options() const { return options_; }

@@ -207,12 +207,11 @@ torch::Tensor TemporalLinkModelImpl::EmbedLayer(const torch::Tensor& nodes,
                                  .to(device()));
   }
   neighbor_parts.push_back(time_encoding_(query_ts - neighbor_ts));
-  const torch::Tensor neighbors = torch::cat(neighbor_parts, -1);
   // The query's own time offset is 0, and phi(0) = cos(0) = 1 in every dimension.
   const torch::Tensor query =
       torch::cat({self, torch::ones({count, config_.time_dim}, float_options)}, -1);
 
-  AttentionOutput attended = attention_[layer - 1](query, neighbors, valid);
+  AttentionOutput attended = attention_[layer - 1](query, neighbor_parts, valid);
   if (metrics != nullptr) *metrics = attended.metrics;
   return merge_[layer - 1](attended.output, self);
 }

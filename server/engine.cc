@@ -69,9 +69,15 @@ class Engine::StoreSampler : public model::NeighborSampler {
         out->ts[cell] = lists.neighbors[cell].ts;
         out->valid[cell] = 1;
       }
-      if (dim > 0) {
-        std::copy_n(lists.features.begin() + i * k * dim, lists.counts[i] * dim,
-                    out->features.begin() + i * k * dim);
+    }
+    // Same layout ([rows x k x dim], 0 on padding): taken over, not copied (~7 MB for a TopK
+    // over 1,000 candidates with Wikipedia's 172 features), but for rows of unknown nodes.
+    if (dim > 0) {
+      out->features.swap(lists.features);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i] == 0) {
+          std::fill_n(out->features.begin() + static_cast<ptrdiff_t>(i * k * dim), k * dim, 0.0f);
+        }
       }
     }
   }

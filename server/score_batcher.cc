@@ -1,5 +1,7 @@
 #include "server/score_batcher.h"
 
+#include <algorithm>
+
 namespace tlp::server {
 
 ScoreBatcher::ScoreBatcher(Engine& engine, ScoreBatcherOptions options,
@@ -46,10 +48,10 @@ void ScoreBatcher::Run() {
   while (true) {
     work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) break;
-    // Wait for more work until the batch is full or the oldest request has waited enough.
+    // Wait for more work until the batch is large enough or the oldest request waited enough.
     const auto deadline = queue_.front()->arrival + options_.max_wait;
-    work_.wait_until(lock, deadline,
-                     [&] { return stopping_ || queued_pairs_ >= options_.max_batch_pairs; });
+    const size_t enough = std::min(options_.max_batch_pairs, options_.run_at_once_pairs);
+    work_.wait_until(lock, deadline, [&] { return stopping_ || queued_pairs_ >= enough; });
     if (stopping_) break;
     taken.clear();
     size_t pairs = 0;

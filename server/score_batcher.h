@@ -2,9 +2,9 @@
 //
 // Small requests from many clients are cheap to batch and expensive to run one by one (every
 // forward pass has a fixed cost). A single worker collects requests until it holds
-// `max_batch_pairs` pairs or the oldest has waited `max_wait`, scores them in one Engine call,
-// and hands each caller its slice. The queue is bounded: beyond `max_queued_pairs` callers get
-// RESOURCE_EXHAUSTED at once instead of piling up.
+// `max_batch_pairs` pairs (or `run_at_once_pairs`) or the oldest has waited `max_wait`, scores them
+// in one Engine call, and hands each caller its slice. The queue is bounded: beyond
+// `max_queued_pairs` callers get RESOURCE_EXHAUSTED at once instead of piling up.
 #pragma once
 
 #include <chrono>
@@ -23,6 +23,10 @@ namespace tlp::server {
 struct ScoreBatcherOptions {
   size_t max_batch_pairs = 4096;
   std::chrono::microseconds max_wait{500};
+  // A queue holding this many pairs runs at once: the fixed cost of a pass is then already shared
+  // by enough pairs, and waiting would only add latency (a TopK over 1,000 candidates is one
+  // request of 1,000 pairs).
+  size_t run_at_once_pairs = 256;
   size_t max_queued_pairs = 200000;
 };
 

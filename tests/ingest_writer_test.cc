@@ -200,6 +200,21 @@ TEST_F(IngestWriterTest, ScoreBatcherDropsRequestsWhoseDeadlinePassedInTheQueue)
   EXPECT_EQ(scores.size(), 2u);
 }
 
+// A request large enough to fill a pass on its own does not wait for others to join it.
+TEST_F(IngestWriterTest, ScoreBatcherRunsALargeRequestWithoutWaiting) {
+  ScoreBatcherOptions options;
+  options.max_wait = std::chrono::seconds(60);
+  options.run_at_once_pairs = 8;
+  ScoreBatcher batcher(*engine_, options);
+  std::vector<LinkQuery> queries;
+  for (uint64_t i = 0; i < 8; ++i) queries.push_back({1, 100 + i, 0});
+  std::vector<LinkScore> scores;
+  const auto begin = std::chrono::steady_clock::now();
+  ASSERT_TRUE(batcher.Score(queries, &scores).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(30));
+  EXPECT_EQ(scores.size(), 8u);
+}
+
 TEST_F(IngestWriterTest, MemoryCheckpointOfAnotherModelIsNotUsed) {
   const EventBatch events = ClientBatch(0, 40, 1.0);
   storage::AppendResult result;

@@ -241,7 +241,14 @@ TEST(FusedMassAwareAttend, EqualsTheDifferentiablePath) {
                                 reference.metrics.attention_entropy, 1e-5, 1e-5));
     EXPECT_TRUE(torch::equal(fused.metrics.neighbors_used, reference.metrics.neighbors_used));
     EXPECT_EQ(fused.output[0].abs().sum().item<float>(), 0.0f);  // no neighbours: exactly 0
+    // The input in three column blocks (read in place) gives the same aggregate.
+    const MassAwareAggregateResult in_parts = FusedMassAwareAttend(
+        u, {x.narrow(2, 0, 5), x.narrow(2, 5, 9), x.narrow(2, 14, 5)}, valid, 0.25, p);
+    EXPECT_TRUE(torch::allclose(in_parts.output, fused.output, 1e-6, 1e-6)) << "p=" << p;
+    EXPECT_TRUE(torch::equal(in_parts.metrics.neighbors_used, fused.metrics.neighbors_used));
   }
+  EXPECT_THROW(FusedMassAwareAttend(u, {x.narrow(2, 0, 5)}, valid, 0.25, 1.0),
+               std::invalid_argument);
 }
 
 // The module takes the fused core when gradients are off; its output must not change.
@@ -253,7 +260,8 @@ TEST(MassAwareAttention, InferenceEqualsTrainingPathWithoutDropout) {
   const torch::Tensor valid = torch::rand({30, 4}) > 0.4;
   const AttentionOutput with_grad = attention->forward(query, neighbors, valid);
   torch::NoGradGuard no_grad;
-  const AttentionOutput fused = attention->forward(query, neighbors, valid);
+  const AttentionOutput fused =
+      attention->forward(query, {neighbors.narrow(2, 0, 2), neighbors.narrow(2, 2, 3)}, valid);
   EXPECT_TRUE(torch::allclose(with_grad.output.detach(), fused.output, 1e-5, 1e-6));
   EXPECT_TRUE(
       torch::allclose(with_grad.metrics.attention_mass, fused.metrics.attention_mass, 1e-5, 1e-6));
