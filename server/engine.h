@@ -50,8 +50,11 @@ struct EngineOptions {
   // atomic write with the watermark it covers) every this many applied events, when the cache's
   // evicted changed rows reach their bound, and on close; a restart replays only the log after
   // it. Incremental: a checkpoint costs what changed, not the number of nodes. 0 = only on
-  // close and when the cache needs it.
-  uint64_t checkpoint_every_events = 100000;
+  // close and when the cache needs it. Each checkpoint rewrites every row changed since the last
+  // one (~95k rows per 100k events at 10M nodes): 1M halves what node_state writes and
+  // compacts (30M generated events, 10M nodes, 2 cores: 429 -> 371 s, 58k -> 72k events/s at
+  // 29M) for a crash replay of at most ~1M events (~10 s).
+  uint64_t checkpoint_every_events = 1000000;
   // Also when this many seconds passed since the last one and events were applied since (a
   // slow stream would otherwise go hours between checkpoints). 0 = no time trigger.
   double checkpoint_every_seconds = 300;
