@@ -229,28 +229,64 @@ TEST_P(NeighborCacheTest, RecentNeighboursMatchBruteForce) {
   EventBatch batch;
   batch.feature_dim = 1;
   AppendResult result;
-  for (int round = 0; round < 40; ++round) {
-    batch.Clear();
-    for (int i = 0; i < 50; ++i) {
-      // Time moves slowly against how often a node recurs, so late events (up to 2 s) reorder
-      // a node's own neighbours, and a recycled slot can be taken by a late event.
-      now += random() % 4 == 0 ? 1.0 : 0.0;
-      const double ts = std::max(0.0, now - static_cast<double>(random() % 3));
-      const float feature = static_cast<float>(all.size() + batch.size());
-      batch.Add(random() % 30, random() % 30, ts, std::span(&feature, 1));
+  auto append_rounds = [&](int rounds) {
+    for (int round = 0; round < rounds; ++round) {
+      batch.Clear();
+      for (int i = 0; i < 50; ++i) {
+        // Time moves slowly against how often a node recurs, so late events (up to 2 s) reorder
+        // a node's own neighbours, and a recycled slot can be taken by a late event.
+        now += random() % 4 == 0 ? 1.0 : 0.0;
+        const double ts = std::max(0.0, now - static_cast<double>(random() % 3));
+        const float feature = static_cast<float>(all.size() + batch.size());
+        batch.Add(random() % 30, random() % 30, ts, std::span(&feature, 1));
+      }
+      ASSERT_TRUE(store->Append(batch, &result).ok());
+      for (size_t i = 0; i < batch.size(); ++i) {
+        all.push_back({batch.src[i], batch.dst[i], batch.ts[i], result.sequences[i]});
+      }
+      check(*store, 20);
     }
-    ASSERT_TRUE(store->Append(batch, &result).ok());
-    for (size_t i = 0; i < batch.size(); ++i) {
-      all.push_back({batch.src[i], batch.dst[i], batch.ts[i], result.sequences[i]});
-    }
-    check(*store, 20);
-  }
+  };
+  append_rounds(40);
   check(*store, 300);
   EXPECT_GT(store->neighbors().cache_hits(), 0u);
   EXPECT_GT(store->neighbors().cache_misses(), 0u);
   EXPECT_EQ(store->neighbors().node_count(), 30u);
   store.reset();
-  check(*OpenStore(options), 300);  // the cache rebuilt from RocksDB answers the same
+  store = OpenStore(options);
+  check(*store, 300);  // the cache rebuilt from RocksDB answers the same
+  EXPECT_EQ(store->neighbors().node_count(), 30u);
+  append_rounds(10);  // and keeps answering as events go on
+  EXPECT_GT(store->neighbors().cache_hits(), 0u);
+}
+
+// After a reopen the neighbour cache's slots go to the nodes active most recently, the ones
+// lookups at "now" ask for, whatever their ids.
+TEST_F(StoreTest, ReopenedNeighbourCacheHoldsTheMostRecentlyActiveNodes) {
+  StoreOptions options;
+  options.cached_neighbors = 4;
+  options.neighbor_cache_bytes = 2 * NeighborIndex::SlotBytes(4, 0);
+  auto store = OpenStore(options);
+  EventBatch batch;
+  batch.Add(7, 8, 1.0);
+  batch.Add(3, 4, 10.0);  // the newest: nodes 3 and 4
+  batch.Add(5, 6, 5.0);
+  AppendResult result;
+  ASSERT_TRUE(store->Append(batch, &result).ok());
+  store.reset();
+  store = OpenStore(options);
+  std::vector<Neighbor> found;
+  const uint64_t misses = store->neighbors().cache_misses();
+  for (const uint64_t node : {3, 4}) {
+    ASSERT_TRUE(store->neighbors().Recent(node, 100.0, 4, &found).ok());
+    ASSERT_EQ(found.size(), 1u);
+  }
+  EXPECT_EQ(store->neighbors().cache_misses(), misses);
+  ASSERT_TRUE(store->neighbors().Recent(6, 100.0, 4, &found).ok());
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].node, 5u);
+  EXPECT_EQ(store->neighbors().cache_misses(), misses + 1);  // from RocksDB
+  EXPECT_EQ(store->neighbors().Degree(8), 1u);
 }
 
 // A node that lost its slot and comes back with a late event must not be answered from a slot
