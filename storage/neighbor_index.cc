@@ -41,15 +41,20 @@ size_t NeighborIndex::SlotBytes(uint32_t cached_per_node, uint32_t feature_dim) 
          sizeof(double) + sizeof(uint32_t) + 1;
 }
 
+uint32_t NeighborIndex::AppendSlot(uint64_t node, double floor) {
+  const auto slot = static_cast<uint32_t>(owner_.size());
+  owner_.push_back(node);
+  floor_.push_back(floor);
+  cached_.push_back(0);
+  entries_.resize(entries_.size() + cached_per_node_);
+  features_.resize(features_.size() + static_cast<size_t>(cached_per_node_) * feature_dim_);
+  return slot;
+}
+
 uint32_t NeighborIndex::TakeSlot(uint64_t node, double floor) {
   uint32_t slot;
   if (owner_.size() < max_slots_) {
-    slot = static_cast<uint32_t>(owner_.size());
-    owner_.push_back(node);
-    floor_.push_back(floor);
-    cached_.push_back(0);
-    entries_.resize(entries_.size() + cached_per_node_);
-    features_.resize(features_.size() + static_cast<size_t>(cached_per_node_) * feature_dim_);
+    slot = AppendSlot(node, floor);
   } else {
     // CLOCK: clear used marks until an unused slot comes by; at most one full turn.
     while (used_[clock_hand_].exchange(0, std::memory_order_relaxed) != 0) {
@@ -128,38 +133,31 @@ Status NeighborIndex::Rebuild() {
   clock_hand_ = 0;
   // One pass in key order, where each node's rows are contiguous and ascend in (ts, sequence):
   // per row a counter and a ring of the node's newest `cached_per_node_` rows move; per node one
-  // map insert, and slots go to the nodes active most recently (those that lookups at "now" ask
+  // map insert; slots go to the nodes active most recently (those that lookups at "now" ask
   // for), through a min-heap of the slot holders' newest ts. Replaying every row through
   // AddDirected gave the slots to the nodes with the highest ids and read every row's event for
-  // its features; it was not slower without features (30M generated events: 11.2-11.5 s to
-  // SERVING against 12.3-12.7 s now, RocksDB's iteration most of both; the heap ~5 %).
+  // its features; that replay opened no slower without features (30M generated events: 11.2-11.5 s
+  // to SERVING against 12.3-12.7 s now, RocksDB's iteration most of both; the heap ~5 %).
   using Holder = std::pair<double, uint32_t>;  // newest ts of the slot's node, slot
   std::priority_queue<Holder, std::vector<Holder>, std::greater<>> holders;
   std::vector<Neighbor> tail(cached_per_node_);  // ring of the current node's newest rows
-  std::vector<float> feature_buffer;
-  std::string event_value;
   uint64_t node = 0, degree = 0;
-  auto finish_node = [&]() -> Status {
-    if (degree == 0) return Status::Ok();
+  auto finish_node = [&]() {
+    if (degree == 0) return;
     const double newest = tail[(degree - 1) % cached_per_node_].ts;
     NodeEntry& entry = nodes_[node];
     entry.degree = degree;
     entry.newest_ts = newest;
     uint32_t slot;
     if (owner_.size() < max_slots_) {
-      slot = static_cast<uint32_t>(owner_.size());
-      owner_.push_back(node);
-      floor_.push_back(-std::numeric_limits<double>::infinity());
-      cached_.push_back(0);
-      entries_.resize(entries_.size() + cached_per_node_);
-      features_.resize(features_.size() + static_cast<size_t>(cached_per_node_) * feature_dim_);
+      slot = AppendSlot(node, -std::numeric_limits<double>::infinity());
     } else if (max_slots_ > 0 && holders.top().first < newest) {
       slot = holders.top().second;
       holders.pop();
       nodes_[owner_[slot]].slot = kNoSlot;
       owner_[slot] = node;
     } else {
-      return Status::Ok();
+      return;
     }
     // The slot holds the node's newest rows; like a slot of a node first seen while running, its
     // floor is -inf and the degree tells whether older rows exist.
@@ -169,20 +167,7 @@ Status NeighborIndex::Rebuild() {
     const uint64_t count = std::min<uint64_t>(degree, cached_per_node_);
     cached_[slot] = static_cast<uint32_t>(count);
     Neighbor* row = entries_.data() + static_cast<size_t>(slot) * cached_per_node_;
-    for (uint64_t i = 0; i < count; ++i) {
-      row[i] = tail[(degree - count + i) % cached_per_node_];
-      if (feature_dim_ == 0) continue;
-      rocksdb::Status status = db_->Get(rocksdb::ReadOptions(), events_,
-                                        SequenceKey(row[i].sequence).view(), &event_value);
-      if (!status.ok()) return Status::Corruption("adjacency row without its event");
-      DecodedEvent event;
-      Status decoded = DecodeEvent(event_value, &feature_buffer, &event);
-      if (!decoded.ok()) return decoded;
-      std::copy(
-          event.features.begin(), event.features.end(),
-          features_.data() + (static_cast<size_t>(slot) * cached_per_node_ + i) * feature_dim_);
-    }
-    return Status::Ok();
+    for (uint64_t i = 0; i < count; ++i) row[i] = tail[(degree - count + i) % cached_per_node_];
   };
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), adjacency_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -193,7 +178,7 @@ Status NeighborIndex::Rebuild() {
     const std::string_view key_view(key.data(), key.size());
     const uint64_t row_node = AdjacencyKey::Node(key_view);
     if (row_node != node || degree == 0) {
-      if (Status status = finish_node(); !status.ok()) return status;
+      finish_node();
       node = row_node;
       degree = 0;
     }
@@ -203,7 +188,25 @@ Status NeighborIndex::Rebuild() {
     ++degree;
   }
   if (!it->status().ok()) return Status::IoError(it->status().ToString());
-  return finish_node();
+  finish_node();
+  if (feature_dim_ == 0) return Status::Ok();
+  // Features only of the rows that ended up cached: a slot can change hands during the scan.
+  std::vector<float> feature_buffer;
+  std::string event_value;
+  for (size_t slot = 0; slot < owner_.size(); ++slot) {
+    for (uint32_t i = 0; i < cached_[slot]; ++i) {
+      const size_t cell = slot * cached_per_node_ + i;
+      rocksdb::Status status = db_->Get(rocksdb::ReadOptions(), events_,
+                                        SequenceKey(entries_[cell].sequence).view(), &event_value);
+      if (!status.ok()) return Status::Corruption("adjacency row without its event");
+      DecodedEvent event;
+      Status decoded = DecodeEvent(event_value, &feature_buffer, &event);
+      if (!decoded.ok()) return decoded;
+      std::copy(event.features.begin(), event.features.end(),
+                features_.data() + cell * feature_dim_);
+    }
+  }
+  return Status::Ok();
 }
 
 bool NeighborIndex::FromCache(uint64_t node, double before, size_t k, size_t row,

@@ -91,6 +91,8 @@ class NeighborIndex {
   };
   // A slot for `node` (write lock held), recycling the first unused one after the clock hand.
   uint32_t TakeSlot(uint64_t node, double floor);
+  // A new, empty slot at the end (write lock held; fewer than max_slots_ in use).
+  uint32_t AppendSlot(uint64_t node, double floor);
 
   rocksdb::DB* db_;
   rocksdb::ColumnFamilyHandle* adjacency_;
