@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/simd_level.h"
+
 namespace tlp::model {
 namespace {
 
@@ -70,12 +72,15 @@ void EncodeRowBaseline(double delta, const double* omega, int64_t dim, float* ou
 
 using EncodeRowFunction = void (*)(double, const double*, int64_t, float*);
 
-// Picked by the CPU's features on first use. Not GCC's target_clones: its ifunc resolver runs
-// while the program is being loaded, before ThreadSanitizer's runtime, and crashed TSan builds.
 EncodeRowFunction ChooseEncodeRow() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return EncodeRowAvx512;
-  if (__builtin_cpu_supports("avx2")) return EncodeRowAvx2;
+  switch (DetectSimdLevel()) {
+    case SimdLevel::kAvx512:
+      return EncodeRowAvx512;
+    case SimdLevel::kAvx2:
+      return EncodeRowAvx2;
+    case SimdLevel::kBaseline:
+      break;
+  }
   return EncodeRowBaseline;
 }
 
