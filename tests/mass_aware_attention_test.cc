@@ -1,9 +1,14 @@
 #include "model/mass_aware_attention.h"
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "model/fused_attention.h"
 
@@ -265,6 +270,24 @@ TEST(MassAwareAttention, InferenceEqualsTrainingPathWithoutDropout) {
   EXPECT_TRUE(torch::allclose(with_grad.output.detach(), fused.output, 1e-5, 1e-6));
   EXPECT_TRUE(
       torch::allclose(with_grad.metrics.attention_mass, fused.metrics.attention_mass, 1e-5, 1e-6));
+}
+
+// The fused attention and the time encoding split their rows with at::parallel_for, an inline
+// `#pragma omp parallel` that runs everything on the calling thread in code compiled without
+// OpenMP. tlp_model passes -fopenmp on to everything that links it, and this binary shares its
+// precompiled header, so it compiles with the model's own flags.
+TEST(ModelBuild, ParallelForInModelCodeRunsOnSeveralThreads) {
+  const int previous = at::get_num_threads();
+  torch::set_num_threads(2);
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  at::parallel_for(0, 64, 1, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::lock_guard lock(mutex);
+    threads.insert(std::this_thread::get_id());
+  });
+  torch::set_num_threads(previous);
+  EXPECT_EQ(threads.size(), 2u);
 }
 
 }  // namespace
