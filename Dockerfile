@@ -8,12 +8,16 @@ COPY . .
 RUN rm -rf build && bash scripts/build.sh -DTLP_BUILD_TESTS=OFF -DTLP_BUILD_BENCH=OFF
 
 FROM debian:12-slim
-# Runtime libraries of tlpd and tlpctl (serial OpenBLAS: see TOOLCHAIN notes on civetweb).
+# Runtime libraries of tlpd and tlpctl (OpenBLAS on OpenMP, pinned as scripts/setup.sh does).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libtorch1.13 libgrpc++1.51 librocksdb7.8 libprometheus-cpp-pull1.0 \
-      libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 librdkafka1 libopenblas0-serial zlib1g \
-      ca-certificates \
+      libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 librdkafka1 libopenblas0-openmp libgomp1 \
+      zlib1g ca-certificates \
+ && for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do \
+      update-alternatives --set "${lib}-x86_64-linux-gnu" \
+        "/usr/lib/x86_64-linux-gnu/openblas-openmp/${lib}"; \
+    done \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/tlpd --create-home tlpd
 COPY --from=build /src/build/server/tlpd /src/build/client/tlpctl /usr/local/bin/

@@ -13,8 +13,9 @@ PACKAGES=(
   librocksdb-dev libtorch-dev prometheus-cpp-dev
   # the Kafka source (#10) and kcat, an independent producer in its test
   librdkafka-dev kcat
-  # serial OpenBLAS: the pthread flavour's static TLS breaks civetweb's threads (TOOLCHAIN.md pitfall 2)
-  libopenblas0-serial
+  # OpenBLAS on OpenMP, the threading runtime LibTorch already uses (one pool of threads, not
+  # two competing ones); its static TLS is what server/thread_stack.cc makes room for
+  libopenblas0-openmp
   # utility libraries
   zlib1g-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   # tests and benchmarks
@@ -47,11 +48,11 @@ else
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# apt may have pulled in the pthread OpenBLAS, whose alternatives priority wins; pin the serial one.
-for lib in libblas.so.3 liblapack.so.3; do
-  serial="/usr/lib/x86_64-linux-gnu/openblas-serial/${lib}"
-  if [ -e "$serial" ]; then
-    $SUDO update-alternatives --quiet --set "${lib}-x86_64-linux-gnu" "$serial" || true
+# apt may have pulled in the pthread OpenBLAS, whose alternatives priority wins; pin the OpenMP one.
+for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+  openmp="/usr/lib/x86_64-linux-gnu/openblas-openmp/${lib}"
+  if [ -e "$openmp" ]; then
+    $SUDO update-alternatives --quiet --set "${lib}-x86_64-linux-gnu" "$openmp" || true
   fi
 done
 echo "setup: done"
