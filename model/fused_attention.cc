@@ -133,27 +133,13 @@ void AttendRowsBaseline(const AttendProblem& problem, int64_t begin, int64_t end
   AttendRowsBody(problem, begin, end, shifted, weights);
 }
 
-using AttendRowsFunction = void (*)(const AttendProblem&, int64_t, int64_t, double*, double*);
-
-AttendRowsFunction ChooseAttendRows() {
-  switch (DetectSimdLevel()) {
-    case SimdLevel::kAvx512:
-      return AttendRowsAvx512;
-    case SimdLevel::kAvx2:
-      return AttendRowsAvx2;
-    case SimdLevel::kBaseline:
-      break;
-  }
-  return AttendRowsBaseline;
-}
-
 }  // namespace
 
 MassAwareAggregateResult FusedMassAwareAttend(const torch::Tensor& query_in_input_space,
                                               torch::TensorList neighbor_parts,
                                               const torch::Tensor& valid, double score_scale,
                                               double p) {
-  static const AttendRowsFunction attend_rows = ChooseAttendRows();
+  static const auto attend_rows = ForThisCpu(AttendRowsAvx512, AttendRowsAvx2, AttendRowsBaseline);
   if (p < 1.0 || !std::isfinite(p)) throw std::invalid_argument("attention p must be >= 1");
   const torch::Tensor u = query_in_input_space.contiguous();
   const torch::Tensor mask = valid.to(torch::kBool).contiguous();

@@ -13,4 +13,18 @@ enum class SimdLevel { kBaseline, kAvx2, kAvx512 };
 // Detected once, on first call.
 SimdLevel DetectSimdLevel();
 
+// The version of a kernel for this CPU: one function pointer per level, all of the same type.
+template <typename Function>
+Function ForThisCpu(Function avx512, Function avx2, Function baseline) {
+  switch (DetectSimdLevel()) {
+    case SimdLevel::kAvx512:
+      return avx512;
+    case SimdLevel::kAvx2:
+      return avx2;
+    case SimdLevel::kBaseline:
+      break;
+  }
+  return baseline;
+}
+
 }  // namespace tlp::model

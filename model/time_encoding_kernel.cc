@@ -70,25 +70,11 @@ void EncodeRowBaseline(double delta, const double* omega, int64_t dim, float* ou
   EncodeRowBody(delta, omega, dim, out);
 }
 
-using EncodeRowFunction = void (*)(double, const double*, int64_t, float*);
-
-EncodeRowFunction ChooseEncodeRow() {
-  switch (DetectSimdLevel()) {
-    case SimdLevel::kAvx512:
-      return EncodeRowAvx512;
-    case SimdLevel::kAvx2:
-      return EncodeRowAvx2;
-    case SimdLevel::kBaseline:
-      break;
-  }
-  return EncodeRowBaseline;
-}
-
 }  // namespace
 
 void EncodeTimeDeltas(const double* deltas, int64_t count, const double* omega, int64_t dim,
                       float* out) {
-  static const EncodeRowFunction encode_row = ChooseEncodeRow();
+  static const auto encode_row = ForThisCpu(EncodeRowAvx512, EncodeRowAvx2, EncodeRowBaseline);
   double largest_omega = 0;
   for (int64_t j = 0; j < dim; ++j) largest_omega = std::max(largest_omega, std::fabs(omega[j]));
   // ~100 cosines a row: 64 rows are a few microseconds of work, worth a thread hand-off.
