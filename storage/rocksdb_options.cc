@@ -34,6 +34,16 @@ rocksdb::BlockBasedTableOptions TableOptions() {
   return table;
 }
 
+// Bloom filters in the memtable and in every table file, for families whose point lookups
+// mostly miss: the miss is answered without a skiplist or block search.
+void FilterPointLookups(rocksdb::ColumnFamilyOptions* options) {
+  options->memtable_prefix_bloom_size_ratio = 0.05;
+  options->memtable_whole_key_filtering = true;
+  rocksdb::BlockBasedTableOptions table = TableOptions();
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  options->table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+}
+
 }  // namespace
 
 rocksdb::Options DatabaseOptions() {
@@ -77,11 +87,7 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const rocksdb::Options& base, const s
     // Every append looks up all its ids, and nearly all are new: bloom filters in the memtable
     // and in each table file answer those misses without a skiplist or block search.
     options.memtable_insert_with_hint_prefix_extractor = std::make_shared<EventIdStreamPrefix>();
-    options.memtable_prefix_bloom_size_ratio = 0.05;
-    options.memtable_whole_key_filtering = true;
-    rocksdb::BlockBasedTableOptions table = TableOptions();
-    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-    options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+    FilterPointLookups(&options);
     // Several streams' ids interleave, so L0 files overlap L1 as adjacency's do (W-amp 3.5 at
     // L1 before); the extra L0 files cost lookups a bloom probe each.
     options.level0_file_num_compaction_trigger = 8;
@@ -100,11 +106,7 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const rocksdb::Options& base, const s
     options.blob_garbage_collection_force_threshold = 0.5;
     // The node memory cache reads every node it pages in, and most of those are nodes no
     // checkpoint has stored yet: bloom filters answer them without a block search.
-    rocksdb::BlockBasedTableOptions table = TableOptions();
-    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-    options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-    options.memtable_prefix_bloom_size_ratio = 0.05;
-    options.memtable_whole_key_filtering = true;
+    FilterPointLookups(&options);
   }
   return options;
 }
