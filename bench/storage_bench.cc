@@ -127,16 +127,18 @@ void BM_RawWriteBatch(benchmark::State& state) {
     for (size_t i = 0; i < kBatch; ++i) {
       const uint64_t event_sequence = sequence + 1 + i;
       const tlp::storage::SequenceKey key(event_sequence);
-      char src_value[8], dst_value[8];
-      tlp::storage::PutBigEndian64(events.src[i], src_value);
-      tlp::storage::PutBigEndian64(events.dst[i], dst_value);
+      const uint32_t epoch = static_cast<uint32_t>(event_sequence >> 22);
+      const tlp::storage::AdjacencyValue src_value(events.src[i], tlp::storage::kNoEpoch);
+      const tlp::storage::AdjacencyValue dst_value(events.dst[i], tlp::storage::kNoEpoch);
       batch.Put(handles[1], key.view(), values[i]);
-      batch.Put(handles[2],
-                tlp::storage::AdjacencyKey(events.src[i], events.ts[i], event_sequence).view(),
-                rocksdb::Slice(dst_value, 8));
-      batch.Put(handles[2],
-                tlp::storage::AdjacencyKey(events.dst[i], events.ts[i], event_sequence).view(),
-                rocksdb::Slice(src_value, 8));
+      batch.Put(
+          handles[2],
+          tlp::storage::AdjacencyKey(epoch, events.src[i], events.ts[i], event_sequence).view(),
+          dst_value.view());
+      batch.Put(
+          handles[2],
+          tlp::storage::AdjacencyKey(epoch, events.dst[i], events.ts[i], event_sequence).view(),
+          src_value.view());
       batch.Put(handles[3], events.event_ids[i], key.view());
     }
     if (!db->Write(sync, &batch).ok()) state.SkipWithError("write failed");

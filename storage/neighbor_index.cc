@@ -23,13 +23,14 @@ void NeighborLists::Reset(size_t queries, size_t slots, uint32_t dim) {
 
 NeighborIndex::NeighborIndex(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* adjacency,
                              rocksdb::ColumnFamilyHandle* events, uint32_t cached_per_node,
-                             uint32_t feature_dim, size_t cache_slots)
+                             uint32_t feature_dim, size_t cache_slots, uint32_t epoch_bits)
     : db_(db),
       adjacency_(adjacency),
       events_(events),
       cached_per_node_(std::max<uint32_t>(cached_per_node, 1)),
       feature_dim_(feature_dim),
       max_slots_(std::clamp<size_t>(cache_slots, 1, kNoSlot - 1)),
+      epoch_bits_(epoch_bits),
       used_(new std::atomic<uint8_t>[max_slots_]) {
   for (size_t slot = 0; slot < max_slots_; ++slot) used_[slot].store(0, std::memory_order_relaxed);
 }
@@ -78,13 +79,27 @@ void NeighborIndex::Add(uint64_t src, uint64_t dst, double ts, uint64_t sequence
   if (src != dst) AddDirected(dst, src, ts, sequence, features);
 }
 
+void NeighborIndex::Count(NodeEntry* entry, bool first, double newest_ts, uint32_t epoch,
+                          uint64_t rows) {
+  entry->degree += rows;
+  entry->newest_ts = first ? newest_ts : std::max(entry->newest_ts, newest_ts);
+  if (epoch >= epoch_max_ts_.size()) {
+    epoch_max_ts_.resize(epoch + 1, -std::numeric_limits<double>::infinity());
+  }
+  epoch_max_ts_[epoch] = std::max(epoch_max_ts_[epoch], newest_ts);
+}
+
 void NeighborIndex::AddDirected(uint64_t node, uint64_t neighbor, double ts, uint64_t sequence,
                                 std::span<const float> features) {
   auto [it, inserted] = nodes_.try_emplace(node);
   NodeEntry& entry = it->second;
   const double newest_before = entry.newest_ts;
-  ++entry.degree;
-  entry.newest_ts = inserted ? ts : std::max(entry.newest_ts, ts);
+  const uint32_t epoch = EpochOf(sequence);
+  if (entry.newest_epoch != epoch) {  // the rule PreviousEpochs answers the writer by
+    entry.previous_epoch = entry.newest_epoch;
+    entry.newest_epoch = epoch;
+  }
+  Count(&entry, inserted, ts, epoch, 1);
   if (entry.slot == kNoSlot) {
     // A new node's slot holds its whole history; a returning node's slot only what comes after
     // its newest event so far (everything older is in RocksDB, and may not all fit anyway).
@@ -92,8 +107,12 @@ void NeighborIndex::AddDirected(uint64_t node, uint64_t neighbor, double ts, uin
     if (ts <= floor) return;
     entry.slot = TakeSlot(node, floor);
   }
-  const uint32_t slot = entry.slot;
-  used_[slot].store(1, std::memory_order_relaxed);
+  used_[entry.slot].store(1, std::memory_order_relaxed);
+  CacheRow(entry.slot, neighbor, ts, sequence, features);
+}
+
+void NeighborIndex::CacheRow(uint32_t slot, uint64_t neighbor, double ts, uint64_t sequence,
+                             std::span<const float> features) {
   if (ts <= floor_[slot]) return;  // older than the slot covers: only RocksDB keeps it
   const size_t capacity = cached_per_node_;
   Neighbor* row = entries_.data() + slot * capacity;
@@ -122,73 +141,111 @@ void NeighborIndex::AddDirected(uint64_t node, uint64_t neighbor, double ts, uin
     std::copy(features.begin(), features.end(), feature_row + position * feature_dim_);
 }
 
+void NeighborIndex::PreviousEpochs(std::span<const uint64_t> nodes,
+                                   std::span<const uint32_t> epochs,
+                                   std::span<uint32_t> out) const {
+  std::shared_lock lock(mutex_);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto it = nodes_.find(nodes[i]);
+    if (it == nodes_.end()) {
+      out[i] = kNoEpoch;
+    } else {
+      const NodeEntry& entry = it->second;
+      out[i] = entry.newest_epoch == epochs[i] ? entry.previous_epoch : entry.newest_epoch;
+    }
+  }
+}
+
+double NeighborIndex::MaxTsOf(uint32_t epoch) const {
+  std::shared_lock lock(mutex_);
+  return epoch < epoch_max_ts_.size() ? epoch_max_ts_[epoch]
+                                      : std::numeric_limits<double>::infinity();
+}
+
 Status NeighborIndex::Rebuild() {
   std::unique_lock lock(mutex_);
   nodes_.clear();
+  epoch_max_ts_.clear();
   owner_.clear();
   floor_.clear();
   cached_.clear();
   entries_.clear();
   features_.clear();
   clock_hand_ = 0;
-  // One pass in key order, where each node's rows are contiguous and ascend in (ts, sequence):
-  // per row a counter and a ring of the node's newest `cached_per_node_` rows move; per node one
-  // map insert; slots go to the nodes active most recently (those that lookups at "now" ask
-  // for), through a min-heap of the slot holders' newest ts. Replaying every row through
-  // AddDirected gave the slots to the nodes with the highest ids and read every row's event for
-  // its features; that replay opened no slower without features (30M generated events: 11.2-11.5 s
-  // to SERVING against 12.3-12.7 s now, RocksDB's iteration most of both; the heap ~5 %).
+  // One pass in key order: epoch by epoch, so roughly in the order the rows were written, and
+  // within an epoch a node's rows are one contiguous group. Per group one map update (degree,
+  // newest ts, epochs) and its rows go to the node's slot as a write would put them, except that
+  // slots go to the nodes whose newest ts is the newest (those lookups at "now" ask for),
+  // through a min-heap of the slot holders' newest ts, instead of CLOCK order: in key order
+  // CLOCK would favour the highest node ids of the last epoch. A holder's heap entry may lag
+  // its node's newest ts (it only grows); it is refreshed when it comes to the top.
   using Holder = std::pair<double, uint32_t>;  // newest ts of the slot's node, slot
   std::priority_queue<Holder, std::vector<Holder>, std::greater<>> holders;
-  std::vector<Neighbor> tail(cached_per_node_);  // ring of the current node's newest rows
-  uint64_t node = 0, degree = 0;
-  auto finish_node = [&]() {
-    if (degree == 0) return;
-    const double newest = tail[(degree - 1) % cached_per_node_].ts;
-    NodeEntry& entry = nodes_[node];
-    entry.degree = degree;
-    entry.newest_ts = newest;
+  auto slot_for = [&](uint64_t node, NodeEntry& entry, double floor) -> uint32_t {
+    if (entry.slot != kNoSlot) return entry.slot;
     uint32_t slot;
     if (owner_.size() < max_slots_) {
-      slot = AppendSlot(node, -std::numeric_limits<double>::infinity());
-    } else if (max_slots_ > 0 && holders.top().first < newest) {
+      slot = AppendSlot(node, floor);
+    } else {
+      while (nodes_[owner_[holders.top().second]].newest_ts != holders.top().first) {
+        const uint32_t stale = holders.top().second;
+        holders.pop();
+        holders.emplace(nodes_[owner_[stale]].newest_ts, stale);
+      }
+      if (!(holders.top().first < entry.newest_ts)) return kNoSlot;
       slot = holders.top().second;
       holders.pop();
       nodes_[owner_[slot]].slot = kNoSlot;
       owner_[slot] = node;
-    } else {
-      return;
+      floor_[slot] = floor;
+      cached_[slot] = 0;
     }
-    // The slot holds the node's newest rows; like a slot of a node first seen while running, its
-    // floor is -inf and the degree tells whether older rows exist.
+    holders.emplace(entry.newest_ts, slot);
     entry.slot = slot;
     used_[slot].store(1, std::memory_order_relaxed);
-    holders.emplace(newest, slot);
-    const uint64_t count = std::min<uint64_t>(degree, cached_per_node_);
-    cached_[slot] = static_cast<uint32_t>(count);
-    Neighbor* row = entries_.data() + static_cast<size_t>(slot) * cached_per_node_;
-    for (uint64_t i = 0; i < count; ++i) row[i] = tail[(degree - count + i) % cached_per_node_];
+    return slot;
+  };
+  std::vector<Neighbor> group;  // rows of the current (epoch, node), ascending
+  uint64_t group_node = 0;
+  uint32_t group_epoch = 0, group_previous = kNoEpoch;
+  auto finish_group = [&]() {
+    if (group.empty()) return;
+    auto [it, inserted] = nodes_.try_emplace(group_node);
+    NodeEntry& entry = it->second;
+    // A slot taken now holds what comes after the rows seen so far, like one taken by a write.
+    const double floor = inserted ? -std::numeric_limits<double>::infinity() : entry.newest_ts;
+    double newest = group.front().ts;
+    for (const Neighbor& row : group) newest = std::max(newest, row.ts);
+    entry.newest_epoch = group_epoch;
+    entry.previous_epoch = group_previous;
+    Count(&entry, inserted, newest, group_epoch, group.size());
+    const uint32_t slot = slot_for(group_node, entry, floor);
+    if (slot != kNoSlot) {
+      for (const Neighbor& row : group) CacheRow(slot, row.node, row.ts, row.sequence, {});
+    }
+    group.clear();
   };
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), adjacency_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
-    if (key.size() != kAdjacencyKeySize || it->value().size() != 8) {
+    const rocksdb::Slice value = it->value();
+    if (key.size() != kAdjacencyKeySize || value.size() != kAdjacencyValueSize) {
       return Status::Corruption("adjacency entry with a bad key or value size");
     }
     const std::string_view key_view(key.data(), key.size());
-    const uint64_t row_node = AdjacencyKey::Node(key_view);
-    if (row_node != node || degree == 0) {
-      finish_node();
-      node = row_node;
-      degree = 0;
+    const uint64_t node = AdjacencyKey::Node(key_view);
+    const uint32_t epoch = AdjacencyKey::Epoch(key_view);
+    if (group.empty() || node != group_node || epoch != group_epoch) {
+      finish_group();
+      group_node = node;
+      group_epoch = epoch;
+      group_previous = AdjacencyValue::PreviousEpoch({value.data(), value.size()});
     }
-    tail[degree % cached_per_node_] = {GetBigEndian64(it->value().data()),
-                                       AdjacencyKey::Ts(key_view),
-                                       AdjacencyKey::Sequence(key_view)};
-    ++degree;
+    group.push_back({AdjacencyValue::Neighbor({value.data(), value.size()}),
+                     AdjacencyKey::Ts(key_view), AdjacencyKey::Sequence(key_view)});
   }
   if (!it->status().ok()) return Status::IoError(it->status().ToString());
-  finish_node();
+  finish_group();
   if (feature_dim_ == 0) return Status::Ok();
   // Features only of the rows that ended up cached: a slot can change hands during the scan.
   std::vector<float> feature_buffer;
@@ -243,24 +300,58 @@ bool NeighborIndex::FromCache(uint64_t node, double before, size_t k, size_t row
 
 Status NeighborIndex::FromStore(uint64_t node, double before, size_t k, size_t row,
                                 NeighborLists* out) const {
+  uint32_t epoch;
+  {
+    std::shared_lock lock(mutex_);
+    const auto found = nodes_.find(node);
+    epoch = found == nodes_.end() ? kNoEpoch : found->second.newest_epoch;
+  }
+  // Newest epoch first: in each, the node's rows before `before`, newest first, from one seek.
+  // Late events can make an epoch hold rows older than the next older epoch's, so the walk
+  // goes on while that epoch's newest ts could beat the k-th found (sequences of older epochs
+  // are smaller, so an equal ts cannot).
+  thread_local std::vector<Neighbor> found;
+  found.clear();
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), adjacency_));
-  // The first key at or after (node, before, 0); the entry just before it is the newest with
-  // ts < before.
-  it->Seek(AdjacencyKey(node, before, 0).view());
-  if (it->Valid()) {
-    it->Prev();
-  } else {
-    it->SeekToLast();
+  while (epoch != kNoEpoch && k > 0) {
+    const AdjacencyKey start(epoch, node, before, 0);
+    const std::string_view group = AdjacencyKey::Group(start.view());
+    auto in_group = [&]() {
+      return it->Valid() && AdjacencyKey::Group({it->key().data(), it->key().size()}) == group;
+    };
+    uint32_t previous = kNoEpoch;
+    // The first key at or after (epoch, node, before, 0); the entry just before it is the newest
+    // with ts < before. Any row of the group names the epoch before it.
+    it->Seek(start.view());
+    if (in_group())
+      previous = AdjacencyValue::PreviousEpoch({it->value().data(), it->value().size()});
+    if (it->Valid()) {
+      it->Prev();
+    } else {
+      it->SeekToLast();
+    }
+    const size_t newer = found.size();
+    for (; in_group() && found.size() - newer < k; it->Prev()) {
+      const std::string_view key(it->key().data(), it->key().size());
+      const std::string_view value(it->value().data(), it->value().size());
+      previous = AdjacencyValue::PreviousEpoch(value);
+      found.push_back(
+          {AdjacencyValue::Neighbor(value), AdjacencyKey::Ts(key), AdjacencyKey::Sequence(key)});
+    }
+    if (!it->status().ok()) return Status::IoError(it->status().ToString());
+    if (newer > 0) {
+      std::sort(found.begin(), found.end(), [](const Neighbor& a, const Neighbor& b) {
+        return a.ts > b.ts || (a.ts == b.ts && a.sequence > b.sequence);
+      });
+      if (found.size() > k) found.resize(k);
+    }
+    if (previous == kNoEpoch) break;
+    if (found.size() == k && !(MaxTsOf(previous) > found.back().ts)) break;
+    epoch = previous;
   }
   Neighbor* target = out->neighbors.data() + row * k;
-  size_t taken = 0;
-  for (; it->Valid() && taken < k; it->Prev()) {
-    const std::string_view key(it->key().data(), it->key().size());
-    if (AdjacencyKey::Node(key) != node) break;
-    target[taken++] = {GetBigEndian64(it->value().data()), AdjacencyKey::Ts(key),
-                       AdjacencyKey::Sequence(key)};
-  }
-  if (!it->status().ok()) return Status::IoError(it->status().ToString());
+  const size_t taken = found.size();
+  std::copy(found.begin(), found.end(), target);
   out->counts[row] = static_cast<uint32_t>(taken);
   if (feature_dim_ > 0 && taken > 0) {
     std::vector<std::string> keys;

@@ -3,13 +3,14 @@
 // The hot path of scoring. A bounded in-memory cache keeps the last `cached_per_node`
 // neighbours of up to `cache_slots` nodes (flat arrays, no per-event allocation) so that lookups
 // at "now" of recently active nodes never touch RocksDB; a node without a cache slot, or a query
-// further back than its slot reaches, falls back to one reverse seek on the `adjacency` column
-// family, O(k) after the seek. RocksDB is the truth; the cache is a bounded copy of its newest
-// part, so memory no longer grows with the number of nodes beyond ~40 bytes of bookkeeping each
-// (degree, newest ts, slot). Slots are taken by writes and recycled CLOCK-wise (a lookup or a
-// write marks a slot used). A recycled slot covers only events newer than its node's newest ts
-// when it was taken (its floor); older ones stay in RocksDB. Reads may run concurrently with the
-// single writer; the lock is never held across RocksDB I/O.
+// further back than its slot reaches, falls back to a reverse walk of the `adjacency` column
+// family: one seek in the node's newest epoch (see key_encoding.h), O(k) after it, and one more
+// per older epoch that holds the node while fewer than k were found. RocksDB is the truth; the
+// cache is a bounded copy of its newest part, so memory no longer grows with the number of nodes
+// beyond ~50 bytes of bookkeeping each (degree, newest ts, slot, epochs). Slots are taken by writes
+// and recycled CLOCK-wise (a lookup or a write marks a slot used). A recycled slot covers only
+// events newer than its node's newest ts when it was taken (its floor); older ones stay in RocksDB.
+// Reads may run concurrently with the single writer; the lock is never held across RocksDB I/O.
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "storage/key_encoding.h"
 
 namespace rocksdb {
 class DB;
@@ -47,9 +49,10 @@ struct NeighborLists {
 
 class NeighborIndex {
  public:
+  // Adjacency rows of store sequence s belong to epoch s >> epoch_bits.
   NeighborIndex(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* adjacency,
                 rocksdb::ColumnFamilyHandle* events, uint32_t cached_per_node, uint32_t feature_dim,
-                size_t cache_slots);
+                size_t cache_slots, uint32_t epoch_bits);
   ~NeighborIndex();
 
   // Records one event in both directions (the store's writer calls this after a durable write).
@@ -57,6 +60,14 @@ class NeighborIndex {
            std::span<const float> features);
   // Rebuilds the cache and degrees from the adjacency column family (on open).
   Status Rebuild();
+
+  uint32_t EpochOf(uint64_t sequence) const {
+    return static_cast<uint32_t>(sequence >> epoch_bits_);
+  }
+  // For the writer, before it writes rows of nodes[i] in epochs[i] (no older than any epoch Add
+  // has seen for the node): the epoch of the node's rows before epochs[i], kNoEpoch for none.
+  void PreviousEpochs(std::span<const uint64_t> nodes, std::span<const uint32_t> epochs,
+                      std::span<uint32_t> out) const;
 
   // The k most recent neighbours of `node` with ts < before, newest first.
   Status Recent(uint64_t node, double before, size_t k, std::vector<Neighbor>* out) const;
@@ -88,7 +99,16 @@ class NeighborIndex {
     uint64_t degree = 0;
     double newest_ts = 0;
     uint32_t slot = kNoSlot;
+    uint32_t newest_epoch = kNoEpoch;
+    uint32_t previous_epoch = kNoEpoch;  // the epoch of its rows before newest_epoch
   };
+  // Counts `rows` rows of an entry in `epoch`, the newest at `newest_ts` (write lock held).
+  void Count(NodeEntry* entry, bool first, double newest_ts, uint32_t epoch, uint64_t rows);
+  // Puts one row into a slot unless older than the slot covers (write lock held).
+  void CacheRow(uint32_t slot, uint64_t neighbor, double ts, uint64_t sequence,
+                std::span<const float> features);
+  // Upper bound of the ts of every row in `epoch` (+inf when unknown).
+  double MaxTsOf(uint32_t epoch) const;
   // A slot for `node` (write lock held), recycling the first unused one after the clock hand.
   uint32_t TakeSlot(uint64_t node, double floor);
   // A new, empty slot at the end (write lock held; fewer than max_slots_ in use).
@@ -100,9 +120,11 @@ class NeighborIndex {
   const uint32_t cached_per_node_;
   const uint32_t feature_dim_;
   const size_t max_slots_;
+  const uint32_t epoch_bits_;
 
   mutable std::shared_mutex mutex_;
   std::unordered_map<uint64_t, NodeEntry> nodes_;  // every node ever seen
+  std::vector<double> epoch_max_ts_;               // per epoch: newest ts of its rows
   std::vector<uint64_t> owner_;                    // per slot: its node
   std::vector<double> floor_;      // per slot: holds every event with ts > floor (-inf: all)
   std::vector<uint32_t> cached_;   // per slot: entries held (<= K)

@@ -77,19 +77,19 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const rocksdb::Options& base, const s
   if (name == "events") {
     options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(4));
   } else if (name == "adjacency") {
-    // Rows arrive spread over all nodes, so every L0 file overlaps all of L1 and each L0->L1
-    // compaction rewrites the whole of L1 (~0.5 GB): with the default trigger of 2 files that
-    // was a write amplification of 7 at L1 and the largest compaction load (RocksDB LOG, 20M
-    // events). Waiting for 8 files writes L1 about 4x less often; reads of nodes beyond the
-    // neighbour cache seek in up to 8 more small files.
+    // Each L0 file spans the newest epoch's nodes (key_encoding.h), so an L0->L1 compaction
+    // rewrites that epoch's part of L1: waiting for 8 files does so 4x less often than the
+    // default 2 (before epochs, when every file spanned all nodes, this cut the L1 write
+    // amplification from 7). Reads of nodes beyond the neighbour cache seek in up to 8 more
+    // small files.
     options.level0_file_num_compaction_trigger = 8;
   } else if (name == "event_ids") {
     // Every append looks up all its ids, and nearly all are new: bloom filters in the memtable
     // and in each table file answer those misses without a skiplist or block search.
     options.memtable_insert_with_hint_prefix_extractor = std::make_shared<EventIdStreamPrefix>();
     FilterPointLookups(&options);
-    // Several streams' ids interleave, so L0 files overlap L1 as adjacency's do (W-amp 3.5 at
-    // L1 before); the extra L0 files cost lookups a bloom probe each.
+    // Several streams' ids interleave, so every L0 file overlaps much of L1 (W-amp 3.5 at L1
+    // with the default trigger); the extra L0 files cost lookups a bloom probe each.
     options.level0_file_num_compaction_trigger = 8;
   } else if (name == "node_state") {
     // Every checkpoint rewrites the memory vector (~400 B at memory_dim 100) of every node that

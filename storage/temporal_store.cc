@@ -22,6 +22,7 @@ namespace {
 constexpr const char* kFamilies[] = {"events", "adjacency", "node_state", "event_ids", "meta"};
 constexpr const char* kSchemaKey = "schema_version";
 constexpr const char* kFeatureDimKey = "feature_dim";
+constexpr const char* kEpochBitsKey = "adjacency_epoch_bits";
 constexpr const char* kMaxTsKey = "max_ts";
 constexpr const char* kWatermarkKey = "watermark";
 constexpr const char* kCursorPrefix = "cursor/";
@@ -65,6 +66,10 @@ TemporalStore::~TemporalStore() {
 
 Status TemporalStore::Open(const std::string& path, const StoreOptions& options,
                            std::unique_ptr<TemporalStore>* store) {
+  if (options.adjacency_epoch_bits < 2 || options.adjacency_epoch_bits > 40) {
+    return Status::InvalidArgument("adjacency_epoch_bits must be in [2, 40], not " +
+                                   std::to_string(options.adjacency_epoch_bits));
+  }
   std::unique_ptr<TemporalStore> result(new TemporalStore());
   result->path_ = path;
   result->options_ = options;
@@ -117,6 +122,7 @@ Status TemporalStore::Open(const std::string& path, const StoreOptions& options,
     rocksdb::WriteBatch batch;
     batch.Put(result->meta_, kSchemaKey, EncodeU64(kSchemaVersion));
     batch.Put(result->meta_, kFeatureDimKey, EncodeU64(options.feature_dim.value_or(0)));
+    batch.Put(result->meta_, kEpochBitsKey, EncodeU64(options.adjacency_epoch_bits));
     rocksdb::WriteOptions write_options;
     write_options.sync = true;
     status = FromRocks(result->db_->Write(write_options, &batch), "cannot initialise store");
@@ -135,7 +141,7 @@ Status TemporalStore::Initialize() {
     return Status::Corruption("store '" + path_ + "' has no schema version");
   }
   const uint64_t version = GetBigEndian64(value.data());
-  if (version != kSchemaVersion) {
+  if (version != kSchemaVersion && version != kSchemaVersionNodeFirstAdjacency) {
     return Status::FailedPrecondition("store '" + path_ + "' has schema version " +
                                       std::to_string(version) + ", this build reads version " +
                                       std::to_string(kSchemaVersion) +
@@ -148,6 +154,14 @@ Status TemporalStore::Initialize() {
     return Status::FailedPrecondition("store '" + path_ + "' holds events with " +
                                       std::to_string(feature_dim_) + " features, asked for " +
                                       std::to_string(*options_.feature_dim));
+  }
+  if (version == kSchemaVersionNodeFirstAdjacency) {
+    adjacency_epoch_bits_ = options_.adjacency_epoch_bits;
+  } else {
+    rocks = db_->Get(rocksdb::ReadOptions(), meta_, kEpochBitsKey, &value);
+    if (!rocks.ok() || value.size() != 8)
+      return Status::Corruption("store has no adjacency epochs");
+    adjacency_epoch_bits_ = static_cast<uint32_t>(GetBigEndian64(value.data()));
   }
   if (db_->Get(rocksdb::ReadOptions(), meta_, kMaxTsKey, &value).ok() && value.size() == 8) {
     double ts = 0;
@@ -163,8 +177,66 @@ Status TemporalStore::Initialize() {
   neighbors_ = std::make_unique<NeighborIndex>(
       db_.get(), adjacency_, events_, options_.cached_neighbors, feature_dim_,
       options_.neighbor_cache_bytes /
-          NeighborIndex::SlotBytes(options_.cached_neighbors, feature_dim_));
+          NeighborIndex::SlotBytes(options_.cached_neighbors, feature_dim_),
+      adjacency_epoch_bits_);
+  if (version == kSchemaVersionNodeFirstAdjacency) {
+    Status migrated = MigrateAdjacency();
+    if (!migrated.ok()) return migrated;
+  }
   return neighbors_->Rebuild();
+}
+
+Status TemporalStore::MigrateAdjacency() {
+  // Every adjacency row follows from an event of the log, so the old rows are dropped and the
+  // new ones written from the log as Append writes them. The schema version changes only after
+  // the last row, so a crash part way redoes the whole migration on the next open.
+  const std::string end(kAdjacencyKeySize + 1, '\xff');
+  Status status = FromRocks(db_->DeleteRange(rocksdb::WriteOptions(), adjacency_, "", end),
+                            "cannot drop the old adjacency rows");
+  if (!status.ok()) return status;
+  constexpr size_t kEventsPerWrite = 50000;
+  EventBatch events;
+  events.feature_dim = feature_dim_;
+  std::vector<uint64_t> sequences;
+  auto write_rows = [&]() {
+    rocksdb::WriteBatch write;
+    WriteAdjacencyRows(&write);
+    adjacency_rows_.clear();
+    Status written = FromRocks(db_->Write(rocksdb::WriteOptions(), &write), "migration failed");
+    if (!written.ok()) return written;
+    for (size_t i = 0; i < events.size(); ++i) {
+      neighbors_->Add(events.src[i], events.dst[i], events.ts[i], sequences[i],
+                      events.FeaturesOf(i));
+    }
+    events.Clear();
+    sequences.clear();
+    return Status::Ok();
+  };
+  std::vector<float> feature_buffer;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), events_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const uint64_t sequence = GetBigEndian64(it->key().data());
+    DecodedEvent event;
+    status = DecodeEvent({it->value().data(), it->value().size()}, &feature_buffer, &event);
+    if (!status.ok()) return status;
+    AddAdjacencyRow(event.src, event.ts, sequence, event.dst);
+    if (event.src != event.dst) AddAdjacencyRow(event.dst, event.ts, sequence, event.src);
+    events.Add(event.src, event.dst, event.ts, event.features);
+    sequences.push_back(sequence);
+    if (events.size() == kEventsPerWrite) {
+      status = write_rows();
+      if (!status.ok()) return status;
+    }
+  }
+  if (!it->status().ok()) return Status::IoError(it->status().ToString());
+  status = write_rows();
+  if (!status.ok()) return status;
+  rocksdb::WriteBatch batch;
+  batch.Put(meta_, kSchemaKey, EncodeU64(kSchemaVersion));
+  batch.Put(meta_, kEpochBitsKey, EncodeU64(adjacency_epoch_bits_));
+  rocksdb::WriteOptions write_options;
+  write_options.sync = true;
+  return FromRocks(db_->Write(write_options, &batch), "cannot finish the migration");
 }
 
 Status TemporalStore::Validate(const EventBatch& batch,
@@ -283,17 +355,7 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
     }
     newest = std::max(newest, batch.ts[i]);
   }
-  // In key order: the memtable's skiplist starts each insert from where the previous one went,
-  // so sorted rows each search a short stretch instead of the whole list from the top. At
-  // millions of nodes the rows of a batch land all over the memtable, and these inserts were
-  // the largest cost of Append (~a quarter of both cores in a 20M-event run; perf).
-  std::sort(adjacency_rows_.begin(), adjacency_rows_.end(),
-            [](const AdjacencyRow& a, const AdjacencyRow& b) {
-              return std::memcmp(a.key.bytes, b.key.bytes, kAdjacencyKeySize) < 0;
-            });
-  for (const AdjacencyRow& row : adjacency_rows_) {
-    write.Put(adjacency_, row.key.view(), rocksdb::Slice(row.neighbor, sizeof(row.neighbor)));
-  }
+  WriteAdjacencyRows(&write);
   for (size_t i = 0; i < batch.size(); ++i) {
     if (result->duplicate[i] && result->sequences[i] == 0) {
       result->sequences[i] = assigned[batch.EventIdOf(i)];
@@ -324,9 +386,61 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
 
 void TemporalStore::AddAdjacencyRow(uint64_t node, double ts, uint64_t sequence,
                                     uint64_t neighbor) {
-  AdjacencyRow& row =
-      adjacency_rows_.emplace_back(AdjacencyRow{AdjacencyKey(node, ts, sequence), {}});
-  PutBigEndian64(neighbor, row.neighbor);
+  adjacency_rows_.push_back(
+      AdjacencyRow{AdjacencyKey(neighbors_->EpochOf(sequence), node, ts, sequence), neighbor});
+}
+
+void TemporalStore::WriteAdjacencyRows(rocksdb::WriteBatch* write) {
+  // In key order: the memtable's skiplist starts each insert from where the previous one went,
+  // so sorted rows each search a short stretch instead of the whole list from the top. At
+  // millions of nodes the rows of a batch land all over the memtable, and these inserts were
+  // the largest cost of Append (~a quarter of both cores in a 20M-event run; perf).
+  std::sort(adjacency_rows_.begin(), adjacency_rows_.end(),
+            [](const AdjacencyRow& a, const AdjacencyRow& b) {
+              return std::memcmp(a.key.bytes, b.key.bytes, kAdjacencyKeySize) < 0;
+            });
+  adjacency_groups_.clear();
+  group_nodes_.clear();
+  group_epochs_.clear();
+  for (size_t i = 0; i < adjacency_rows_.size(); ++i) {
+    const std::string_view key = adjacency_rows_[i].key.view();
+    if (i == 0 ||
+        AdjacencyKey::Group(key) != AdjacencyKey::Group(adjacency_rows_[i - 1].key.view())) {
+      adjacency_groups_.push_back({AdjacencyKey::Node(key), AdjacencyKey::Epoch(key), kNoEpoch, 0});
+      group_nodes_.push_back(adjacency_groups_.back().node);
+      group_epochs_.push_back(adjacency_groups_.back().epoch);
+    }
+    adjacency_groups_.back().end = i + 1;
+  }
+  group_previous_.resize(adjacency_groups_.size());
+  neighbors_->PreviousEpochs(group_nodes_, group_epochs_, group_previous_);
+  for (size_t g = 0; g < adjacency_groups_.size(); ++g) {
+    adjacency_groups_[g].previous_epoch = group_previous_[g];
+  }
+  // A batch across an epoch boundary can hold a node in two epochs: the later group's previous
+  // epoch is then the earlier one of this batch, which the index has not seen yet.
+  if (!adjacency_groups_.empty() &&
+      adjacency_groups_.front().epoch != adjacency_groups_.back().epoch) {
+    std::vector<size_t> order(adjacency_groups_.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [this](size_t a, size_t b) {
+      const AdjacencyGroup& x = adjacency_groups_[a];
+      const AdjacencyGroup& y = adjacency_groups_[b];
+      return x.node < y.node || (x.node == y.node && x.epoch < y.epoch);
+    });
+    for (size_t j = 1; j < order.size(); ++j) {
+      const AdjacencyGroup& earlier = adjacency_groups_[order[j - 1]];
+      AdjacencyGroup& later = adjacency_groups_[order[j]];
+      if (earlier.node == later.node) later.previous_epoch = earlier.epoch;
+    }
+  }
+  size_t row = 0;
+  for (const AdjacencyGroup& group : adjacency_groups_) {
+    for (; row < group.end; ++row) {
+      const AdjacencyValue value(adjacency_rows_[row].neighbor, group.previous_epoch);
+      write->Put(adjacency_, adjacency_rows_[row].key.view(), value.view());
+    }
+  }
 }
 
 Status TemporalStore::SaveNodeStates(const NodeStates& states, uint64_t watermark,

@@ -2,7 +2,8 @@
 //
 // Column families:
 //   events      seq (u64 BE)                -> packed event (see event_codec.h)
-//   adjacency   node, ts, seq (24 B, BE)    -> neighbour (u64 BE); both directions per event
+//   adjacency   epoch, node, ts, seq (28 B) -> neighbour (u64), the node's previous epoch (u32);
+//               both directions per event; epoch = seq >> adjacency_epoch_bits (key_encoding.h)
 //   node_state  node (u64 BE)               -> last update ts (f64), memory (f32 x dim)
 //   event_ids   client event_id             -> seq (idempotent re-sends)
 //   meta        name                        -> schema version, feature dim, max ts, watermark
@@ -32,11 +33,14 @@
 namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
+class WriteBatch;
 }  // namespace rocksdb
 
 namespace tlp::storage {
 
-inline constexpr uint32_t kSchemaVersion = 1;
+inline constexpr uint32_t kSchemaVersion = 2;  // adjacency keyed by epoch first
+// Stores of this version (adjacency keyed by node first) are migrated when opened.
+inline constexpr uint32_t kSchemaVersionNodeFirstAdjacency = 1;
 inline constexpr size_t kMaxEventIdBytes = 128;
 inline constexpr uint32_t kMaxFeatureDim = 4096;
 
@@ -51,6 +55,10 @@ struct StoreOptions {
   // nodes get a slot as fit (~770 bytes each without edge features; 1 GiB = ~1.4M nodes).
   uint32_t cached_neighbors = 32;
   size_t neighbor_cache_bytes = size_t{1} << 30;
+  // Adjacency epochs of a new store span 2^bits store sequences (an existing store keeps its
+  // own): large enough that a node's recent rows are mostly in one epoch, small enough that a
+  // memtable flush overlaps only the newest epoch's files (~330 MB of rows at 2^22).
+  uint32_t adjacency_epoch_bits = 22;
   bool create_if_missing = true;
 };
 
@@ -160,12 +168,17 @@ class TemporalStore {
  private:
   TemporalStore() = default;
   Status Initialize();
+  // Rewrites the adjacency of a schema version 1 store from its event log (Initialize).
+  Status MigrateAdjacency();
   // Queues one adjacency row of the batch Append is building (written sorted, see Append).
   void AddAdjacencyRow(uint64_t node, double ts, uint64_t sequence, uint64_t neighbor);
+  // Writes the queued rows into `write`, sorted, each with its node's previous epoch.
+  void WriteAdjacencyRows(rocksdb::WriteBatch* write);
 
   std::string path_;
   StoreOptions options_;
   uint32_t feature_dim_ = 0;
+  uint32_t adjacency_epoch_bits_ = 0;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   rocksdb::ColumnFamilyHandle* events_ = nullptr;
@@ -179,14 +192,25 @@ class TemporalStore {
   std::atomic<uint64_t> last_sequence_{0};
   std::atomic<double> max_ts_{0.0};
   std::atomic<uint64_t> watermark_{0};
-  // One adjacency row of the batch being appended (key, neighbour u64 BE).
+  // One adjacency row of the batch being appended.
   struct AdjacencyRow {
     AdjacencyKey key;
-    char neighbor[8];
+    uint64_t neighbor;
+  };
+  // One (epoch, node) run of the sorted rows, and the epoch of the node's rows before it.
+  struct AdjacencyGroup {
+    uint64_t node;
+    uint32_t epoch;
+    uint32_t previous_epoch;
+    size_t end;  // one past its last row
   };
   // Reused across Append calls: no allocation per event once warm.
   std::string encode_buffer_;
   std::vector<AdjacencyRow> adjacency_rows_;
+  std::vector<AdjacencyGroup> adjacency_groups_;
+  std::vector<uint64_t> group_nodes_;
+  std::vector<uint32_t> group_epochs_;
+  std::vector<uint32_t> group_previous_;
 };
 
 }  // namespace tlp::storage

@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include "storage/event_codec.h"
 #include "storage/key_encoding.h"
 #include "storage/temporal_store.h"
 
@@ -176,7 +177,9 @@ TEST_F(StoreTest, CursorsAreWrittenAtomicallyWithTheirEvents) {
 // Property test: k-most-recent lookups (cache and RocksDB fallback) against brute force on a
 // random stream with repeated timestamps, late events and self-loops, with a cache that holds
 // every node and with one that holds 5 of the 30 (slots recycled while the stream goes on, so
-// slots with floors answer too). Lookups run between appends and after a reopen.
+// slots with floors answer too). Adjacency epochs of 16 events, so lookups walk epochs, late
+// events cross epoch boundaries, and batches span several epochs. Lookups run between appends
+// and after a reopen.
 class NeighborCacheTest : public StoreTest, public ::testing::WithParamInterface<size_t> {};
 
 TEST_P(NeighborCacheTest, RecentNeighboursMatchBruteForce) {
@@ -185,6 +188,7 @@ TEST_P(NeighborCacheTest, RecentNeighboursMatchBruteForce) {
   options.lateness_seconds = 3;
   options.feature_dim = 1;
   options.neighbor_cache_bytes = GetParam() * NeighborIndex::SlotBytes(4, 1);
+  options.adjacency_epoch_bits = 4;
   auto store = OpenStore(options);
   EXPECT_EQ(store->neighbors().cache_slots(), GetParam());
   std::mt19937_64 random(42);
@@ -379,24 +383,37 @@ TEST_F(StoreTest, CheckpointOpensAsAStore) {
   std::filesystem::remove_all(copy);
 }
 
-// Tampers with a closed store behind TemporalStore's back: sets its schema version to 99 and,
-// when asked, drops the adjacency column family.
-void Tamper(const std::string& dir, bool drop_adjacency) {
-  rocksdb::DB* raw = nullptr;
-  std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const char* name : {"default", "events", "adjacency", "node_state", "event_ids", "meta"}) {
-    families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+// A closed store opened with plain RocksDB, to change it behind TemporalStore's back.
+struct RawStore {
+  enum Family { kEvents = 1, kAdjacency = 2, kMeta = 5 };
+  explicit RawStore(const std::string& dir) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name : {"default", "events", "adjacency", "node_state", "event_ids", "meta"}) {
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    }
+    rocksdb::DB* raw = nullptr;
+    EXPECT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir, families, &handles, &raw).ok());
+    db.reset(raw);
   }
+  ~RawStore() {
+    for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
+  }
+  void SetSchemaVersion(uint64_t version) {
+    std::string value(8, '\0');
+    PutBigEndian64(version, value.data());
+    EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), handles[kMeta], "schema_version", value).ok());
+  }
+  std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir, families, &handles, &raw).ok());
-  std::string version(8, '\0');
-  PutBigEndian64(99, version.data());
-  ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), handles[5], "schema_version", version).ok());
+};
+
+// Sets a closed store's schema version to 99 and, when asked, drops the adjacency family.
+void Tamper(const std::string& dir, bool drop_adjacency) {
+  RawStore raw(dir);
+  raw.SetSchemaVersion(99);
   if (drop_adjacency) {
-    ASSERT_TRUE(raw->DropColumnFamily(handles[2]).ok());
+    ASSERT_TRUE(raw.db->DropColumnFamily(raw.handles[RawStore::kAdjacency]).ok());
   }
-  for (auto* handle : handles) raw->DestroyColumnFamilyHandle(handle);
-  delete raw;
 }
 
 TEST_F(StoreTest, WrongSchemaVersionAndMissingFamilyAreClearErrors) {
@@ -417,6 +434,91 @@ TEST_F(StoreTest, WrongSchemaVersionAndMissingFamilyAreClearErrors) {
   options.create_if_missing = false;
   EXPECT_EQ(TemporalStore::Open(dir_.string() + "_absent", options, &store).code(),
             Status::Code::kNotFound);
+}
+
+// Turns a closed store back into what schema version 1 wrote: adjacency keyed (node, ts, seq)
+// -> neighbour (u64), and no adjacency epochs in meta.
+void RewriteAsSchemaVersion1(const std::string& dir) {
+  RawStore raw(dir);
+  rocksdb::ColumnFamilyHandle* adjacency = raw.handles[RawStore::kAdjacency];
+  const std::string end(kAdjacencyKeySize + 1, '\xff');
+  ASSERT_TRUE(raw.db->DeleteRange(rocksdb::WriteOptions(), adjacency, "", end).ok());
+  std::unique_ptr<rocksdb::Iterator> it(
+      raw.db->NewIterator(rocksdb::ReadOptions(), raw.handles[RawStore::kEvents]));
+  std::vector<float> buffer;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    DecodedEvent event;
+    ASSERT_TRUE(DecodeEvent({it->value().data(), it->value().size()}, &buffer, &event).ok());
+    for (const auto& [node, neighbor] : {std::pair(event.src, event.dst), {event.dst, event.src}}) {
+      char key[24], value[8];
+      PutBigEndian64(node, key);
+      PutBigEndian64(OrderedBits(event.ts), key + 8);
+      std::memcpy(key + 16, it->key().data(), 8);
+      PutBigEndian64(neighbor, value);
+      ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), adjacency, {key, 24}, {value, 8}).ok());
+    }
+  }
+  raw.SetSchemaVersion(1);
+  ASSERT_TRUE(
+      raw.db->Delete(rocksdb::WriteOptions(), raw.handles[RawStore::kMeta], "adjacency_epoch_bits")
+          .ok());
+}
+
+// A store written before adjacency epochs opens, rewritten from its event log, and answers
+// neighbour lookups (RocksDB only: a one-slot cache) like the store it was, features included.
+TEST_F(StoreTest, SchemaVersion1StoreIsMigratedOnOpen) {
+  StoreOptions options;
+  options.adjacency_epoch_bits = 4;
+  options.feature_dim = 1;
+  options.lateness_seconds = 10;
+  options.neighbor_cache_bytes = NeighborIndex::SlotBytes(options.cached_neighbors, 1);
+  struct Stored {
+    uint64_t src, dst;
+    double ts;
+    uint64_t sequence;
+  };
+  std::vector<Stored> all;
+  {
+    auto store = OpenStore(options);
+    EventBatch batch;
+    batch.feature_dim = 1;
+    for (int i = 0; i < 300; ++i) {
+      const float feature = static_cast<float>(i);
+      batch.Add(i % 7, 10 + i % 5, 10 + i / 3 - (i % 4 == 0 ? 5.0 : 0.0), std::span(&feature, 1));
+    }
+    AppendResult result;
+    ASSERT_TRUE(store->Append(batch, &result).ok());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      all.push_back({batch.src[i], batch.dst[i], batch.ts[i], result.sequences[i]});
+    }
+  }
+  RewriteAsSchemaVersion1(dir_.string());
+  for (int open = 0; open < 2; ++open) {  // the migration, then a plain open of its result
+    auto store = OpenStore(options);
+    ASSERT_NE(store, nullptr);
+    for (uint64_t node = 0; node < 15; ++node) {
+      const double before = 60.0;
+      std::vector<Neighbor> expected;
+      for (const Stored& e : all) {
+        if (e.ts >= before) continue;
+        if (e.src == node) expected.push_back({e.dst, e.ts, e.sequence});
+        if (e.dst == node) expected.push_back({e.src, e.ts, e.sequence});
+      }
+      std::sort(expected.begin(), expected.end(), [](const Neighbor& a, const Neighbor& b) {
+        return std::tie(a.ts, a.sequence) > std::tie(b.ts, b.sequence);
+      });
+      if (expected.size() > 40) expected.resize(40);
+      NeighborLists lists;
+      ASSERT_TRUE(store->neighbors().RecentBatch({&node, 1}, {&before, 1}, 40, &lists).ok());
+      ASSERT_EQ(lists.counts[0], expected.size()) << "node " << node;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_EQ(lists.neighbors[i].node, expected[i].node);
+        EXPECT_EQ(lists.neighbors[i].sequence, expected[i].sequence);
+        EXPECT_EQ(lists.features[i], static_cast<float>(expected[i].sequence - 1));
+      }
+    }
+    EXPECT_EQ(store->neighbors().Degree(3), 43u);
+  }
 }
 
 // A child process appends batches with event ids and reports each acknowledged batch through a
