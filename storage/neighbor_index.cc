@@ -178,19 +178,25 @@ Status NeighborIndex::Rebuild() {
   // slots go to the nodes whose newest ts is the newest (those lookups at "now" ask for),
   // through a min-heap of the slot holders' newest ts, instead of CLOCK order: in key order
   // CLOCK would favour the highest node ids of the last epoch. A holder's heap entry may lag
-  // its node's newest ts (it only grows); it is refreshed when it comes to the top.
+  // its node's newest ts (kept per slot, as it only grows); it is refreshed when it comes to the
+  // top.
   using Holder = std::pair<double, uint32_t>;  // newest ts of the slot's node, slot
   std::priority_queue<Holder, std::vector<Holder>, std::greater<>> holders;
+  std::vector<double> slot_newest;  // per slot: its node's newest ts
   auto slot_for = [&](uint64_t node, NodeEntry& entry, double floor) -> uint32_t {
-    if (entry.slot != kNoSlot) return entry.slot;
+    if (entry.slot != kNoSlot) {
+      slot_newest[entry.slot] = entry.newest_ts;
+      return entry.slot;
+    }
     uint32_t slot;
     if (owner_.size() < max_slots_) {
       slot = AppendSlot(node, floor);
+      slot_newest.push_back(entry.newest_ts);
     } else {
-      while (nodes_[owner_[holders.top().second]].newest_ts != holders.top().first) {
+      while (slot_newest[holders.top().second] != holders.top().first) {
         const uint32_t stale = holders.top().second;
         holders.pop();
-        holders.emplace(nodes_[owner_[stale]].newest_ts, stale);
+        holders.emplace(slot_newest[stale], stale);
       }
       if (!(holders.top().first < entry.newest_ts)) return kNoSlot;
       slot = holders.top().second;
@@ -199,11 +205,32 @@ Status NeighborIndex::Rebuild() {
       owner_[slot] = node;
       floor_[slot] = floor;
       cached_[slot] = 0;
+      slot_newest[slot] = entry.newest_ts;
     }
     holders.emplace(entry.newest_ts, slot);
     entry.slot = slot;
     used_[slot].store(1, std::memory_order_relaxed);
     return slot;
+  };
+  // A group's rows ascend in (ts, sequence) and mostly follow what its slot holds (earlier
+  // epochs): then the slot keeps the newest of both with one move instead of a shift per row.
+  // Features are read once the slots are final, below.
+  auto cache_group = [&](uint32_t slot, std::span<const Neighbor> rows) {
+    while (!rows.empty() && rows.front().ts <= floor_[slot]) rows = rows.subspan(1);
+    if (rows.empty()) return;
+    Neighbor* cached = entries_.data() + static_cast<size_t>(slot) * cached_per_node_;
+    uint32_t& count = cached_[slot];
+    const Neighbor& last = cached[count > 0 ? count - 1 : 0];
+    if (count > 0 && (rows.front().ts < last.ts ||
+                      (rows.front().ts == last.ts && rows.front().sequence < last.sequence))) {
+      for (const Neighbor& row : rows) CacheRow(slot, row.node, row.ts, row.sequence, {});
+      return;
+    }
+    const size_t taken = std::min<size_t>(rows.size(), cached_per_node_);
+    const size_t kept = std::min<size_t>(count, cached_per_node_ - taken);
+    std::move(cached + count - kept, cached + count, cached);
+    std::copy(rows.end() - taken, rows.end(), cached + kept);
+    count = static_cast<uint32_t>(kept + taken);
   };
   std::vector<Neighbor> group;  // rows of the current (epoch, node), ascending
   uint64_t group_node = 0;
@@ -220,9 +247,7 @@ Status NeighborIndex::Rebuild() {
     entry.previous_epoch = group_previous;
     Count(&entry, inserted, newest, group_epoch, group.size());
     const uint32_t slot = slot_for(group_node, entry, floor);
-    if (slot != kNoSlot) {
-      for (const Neighbor& row : group) CacheRow(slot, row.node, row.ts, row.sequence, {});
-    }
+    if (slot != kNoSlot) cache_group(slot, group);
     group.clear();
   };
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), adjacency_));
