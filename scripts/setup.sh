@@ -16,6 +16,8 @@ PACKAGES=(
   # OpenBLAS on OpenMP, the threading runtime LibTorch already uses (one pool of threads, not
   # two competing ones); its static TLS is what server/thread_stack.cc makes room for
   libopenblas0-openmp
+  # the daemon's allocator (server/CMakeLists.txt)
+  libjemalloc-dev
   # utility libraries
   zlib1g-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   # tests and benchmarks
