@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""One README row of a bench/scale.sh run: events/s applied to node memory over the minute
-centred where the run first reached 1M / 10M / 25M / 50M / 99M events, RSS there, and the
-summary's totals, disk and latencies.
+"""One README row of a bench/scale.sh run: events/s applied to node memory over the 2M events
+around 1M / 10M / 25M / 50M / 99M events (from 1M events before the point to 1M after it, by
+the 5 s samples, clipped to the stream: it starts at 0 and ends before the last events, whose
+drain and the idle samples after it are not ingest), RSS where the run first reached the point,
+and the summary's totals, disk and latencies.
 
 Usage: python3 bench/scale_summary.py OUT_DIR   (the directory bench/scale.sh wrote)
 """
@@ -10,22 +12,23 @@ import json
 import sys
 
 POINTS = [1e6, 10e6, 25e6, 50e6, 99e6]
-HALF_WINDOW_SECONDS = 30.0
+HALF_WINDOW_EVENTS = 1e6
 
 
 def main(out):
     samples = [(float(row["seconds"]), int(row["events_applied"]), int(row["rss_kib"] or 0))
                for row in csv.DictReader(open(f"{out}/samples.csv")) if row["events_applied"]]
+    summary = json.load(open(f"{out}/summary.json"))
+    streaming = [s for s in samples if s[1] < summary["events"]]
     rates, rss = [], []
     for point in POINTS:
         reached = next((s for s in samples if s[1] >= point), None)
         if reached is None:
             break
-        window = [s for s in samples if abs(s[0] - reached[0]) <= HALF_WINDOW_SECONDS]
-        first, last = window[0], window[-1]
+        first = next(s for s in streaming if s[1] >= point - HALF_WINDOW_EVENTS)
+        last = next((s for s in streaming if s[1] >= point + HALF_WINDOW_EVENTS), streaming[-1])
         rates.append(f"{(last[1] - first[1]) / (last[0] - first[0]) / 1e3:.0f}k")
         rss.append(f"{reached[2] / 1048576:.1f}")
-    summary = json.load(open(f"{out}/summary.json"))
     minutes = summary["applied_seconds"] / 60
     mean = summary["events"] / summary["applied_seconds"] / 1e3
     print(f"ingest events/s at {' / '.join(f'{p / 1e6:.0f}M' for p in POINTS[:len(rates)])}: "
