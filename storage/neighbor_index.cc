@@ -241,11 +241,9 @@ Status NeighborIndex::Rebuild() {
     NodeEntry& entry = it->second;
     // A slot taken now holds what comes after the rows seen so far, like one taken by a write.
     const double floor = inserted ? -std::numeric_limits<double>::infinity() : entry.newest_ts;
-    double newest = group.front().ts;
-    for (const Neighbor& row : group) newest = std::max(newest, row.ts);
     entry.newest_epoch = group_epoch;
     entry.previous_epoch = group_previous;
-    Count(&entry, inserted, newest, group_epoch, group.size());
+    Count(&entry, inserted, group.back().ts, group_epoch, group.size());  // rows ascend in ts
     const uint32_t slot = slot_for(group_node, entry, floor);
     if (slot != kNoSlot) cache_group(slot, group);
     group.clear();
