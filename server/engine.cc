@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <chrono>
 #include <cmath>
@@ -21,6 +24,10 @@ int64_t SteadyMilliseconds() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -153,6 +160,7 @@ struct Engine::MemorySnapshot {
 std::shared_ptr<const Engine::MemorySnapshot> Engine::TakeMemorySnapshot() {
   auto snapshot = std::make_shared<MemorySnapshot>();
   std::lock_guard lock(model_mutex_);
+  const auto start = std::chrono::steady_clock::now();
   snapshot->memory = cache_->TakeCheckpoint(checkpoint_written_.load());
   // Events of the open chunk are in the log but not in memory: replay covers them.
   snapshot->watermark = memory_through_;
@@ -164,6 +172,7 @@ std::shared_ptr<const Engine::MemorySnapshot> Engine::TakeMemorySnapshot() {
   snapshot->destinations.assign(
       destinations_.begin() + static_cast<ptrdiff_t>(snapshot->destinations_from),
       destinations_.end());
+  memory_thread_seconds_.snapshot += SecondsSince(start);
   return snapshot;
 }
 
@@ -187,8 +196,7 @@ Status Engine::WriteMemorySnapshot(const MemorySnapshot& snapshot) {
   destinations_written_ = snapshot.destinations_from + snapshot.destinations.size();
   checkpointed_at_ms_ = SteadyMilliseconds();
   spdlog::info("memory checkpoint at sequence {} ({} changed nodes, {:.2f} s)", snapshot.watermark,
-               snapshot.memory->states.size(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+               snapshot.memory->states.size(), SecondsSince(start));
   return Status::Ok();
 }
 
@@ -327,23 +335,37 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   if (!status.ok()) return status;
   spdlog::info(
       "restored memory at sequence {}, replayed {} events in {:.2f} s ({} in the open chunk)",
-      watermark, total,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-      result->chunk_src_.size());
+      watermark, total, SecondsSince(start), result->chunk_src_.size());
   *engine = std::move(result);
   return Status::Ok();
 }
 
 void Engine::FlushChunk() {
   if (chunk_src_.empty()) return;
+    // OpenMP's thread count is per thread, and torch (and OpenBLAS) read it at each call, so this
+    // limits the memory thread alone. Set per chunk: torch's first parallel op on a thread resets
+    // it to the process-wide count.
+#ifdef _OPENMP
+  omp_set_num_threads(options_.memory_threads);
+#endif
   std::lock_guard lock(model_mutex_);
+  const auto start = std::chrono::steady_clock::now();
+  const double paged_in = cache_->page_in_seconds(), paged_out = cache_->page_out_seconds();
   cache_->BeginOperation();
   chunk_src_rows_.resize(chunk_src_.size());
   chunk_dst_rows_.resize(chunk_dst_.size());
   Status status = cache_->Rows(chunk_src_, chunk_src_rows_);
   if (status.ok()) status = cache_->Rows(chunk_dst_, chunk_dst_rows_);
   if (!status.ok()) throw std::runtime_error(status.ToString());
+  const auto rows_found = std::chrono::steady_clock::now();
+  const double page_in = cache_->page_in_seconds() - paged_in;
+  const double page_out = cache_->page_out_seconds() - paged_out;
+  MemoryThreadSeconds& seconds = memory_thread_seconds_;
+  seconds.page_in += page_in;
+  seconds.page_out += page_out;
+  seconds.lookup += std::chrono::duration<double>(rows_found - start).count() - page_in - page_out;
   model_->ApplyEvents(chunk_src_rows_, chunk_dst_rows_, chunk_ts_, chunk_features_);
+  seconds.apply += SecondsSince(rows_found);
   // The rows now pending (this chunk's endpoints) must stay until the next chunk commits them.
   chunk_src_rows_.insert(chunk_src_rows_.end(), chunk_dst_rows_.begin(), chunk_dst_rows_.end());
   cache_->SetPending(chunk_src_rows_);
@@ -651,6 +673,11 @@ std::vector<uint64_t> Engine::KnownDestinations() const {
 MemoryCacheStats Engine::MemoryCache() const {
   std::lock_guard lock(model_mutex_);
   return cache_->stats();
+}
+
+MemoryThreadSeconds Engine::MemoryThreadTime() const {
+  std::lock_guard lock(model_mutex_);
+  return memory_thread_seconds_;
 }
 
 Status Engine::GetNode(uint64_t node, size_t recent, NodeInfo* info) {

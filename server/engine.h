@@ -45,7 +45,12 @@ struct EngineOptions {
   bool sync_writes = true;
   bool allow_self_loops = false;
   int64_t memory_batch = 200;
-  int torch_threads = 2;
+  int torch_threads = 2;  // scoring's intra-op threads (process-wide in torch)
+  // Intra-op threads of the memory thread's model updates. Its chunks are small (~400 rows): an
+  // OpenMP team forked per op waits on workers that the ingest writer and RocksDB keep off the
+  // cores, so one thread applies more events per second than two on a busy machine (30M
+  // generated events, 10M nodes, 2 cores: see README's performance section).
+  int memory_threads = 1;
   // Node memory changed since the last checkpoint is written to the store (node_state, one
   // atomic write with the watermark it covers) every this many applied events, when the cache's
   // evicted changed rows reach their bound, and on close; a restart replays only the log after
@@ -75,6 +80,17 @@ struct EndpointMetrics {
   float attention_entropy = 0;
   uint32_t neighbors_used = 0;
   bool cold_start = false;
+};
+
+// Where the memory thread's time went since open, seconds: it is the ingest pipeline's slower
+// stage at scale, so these say what a faster pipeline has to shrink. Time waiting for work is
+// not counted.
+struct MemoryThreadSeconds {
+  double lookup = 0;    // node ids to cache rows, evictions chosen
+  double page_in = 0;   // misses' memory read from the store into rows
+  double page_out = 0;  // changed memory of evicted nodes copied aside
+  double apply = 0;     // the model's memory update (messages, GRU)
+  double snapshot = 0;  // checkpoint copies taken (the write runs on another thread)
 };
 
 struct LinkQuery {
@@ -133,6 +149,7 @@ class Engine {
   // Every node ever seen as a destination (TopK over "all").
   std::vector<uint64_t> KnownDestinations() const;
   MemoryCacheStats MemoryCache() const;
+  MemoryThreadSeconds MemoryThreadTime() const;
   Status GetNode(uint64_t node, size_t recent, NodeInfo* info);
   ModelInfo Info() const;
   // Seconds since node memory was last snapshotted (or since open, when never), and the events
@@ -220,6 +237,7 @@ class Engine {
   uint64_t events_applied_ = 0;
   uint64_t applied_through_ = 0;  // sequence of the last event in the open chunk
   uint64_t memory_through_ = 0;   // sequence of the last event in memory (model_mutex_)
+  MemoryThreadSeconds memory_thread_seconds_;  // model_mutex_
   uint64_t checkpointed_at_events_ = 0;
   std::atomic<int64_t> checkpointed_at_ms_{0};  // steady clock
 };

@@ -96,6 +96,12 @@ Metrics::Metrics(const std::string& address)
                                  "Nodes whose memory is resident in the cache")),
       node_memory_dirty(Gauge(*registry_, "tlpd_node_memory_dirty_nodes",
                               "Nodes whose memory changed since the last checkpoint")),
+      memory_thread_seconds(prometheus::BuildCounter()
+                                .Name("tlpd_memory_thread_seconds_total")
+                                .Help("Busy time of the thread that applies events to node "
+                                      "memory, by stage: lookup, page_in, page_out, apply, "
+                                      "snapshot")
+                                .Register(*registry_)),
       kafka_records(prometheus::BuildCounter()
                         .Name("tlpd_kafka_records_total")
                         .Help("Kafka source records by outcome: applied, duplicate, "

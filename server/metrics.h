@@ -54,6 +54,7 @@ class Metrics {
   prometheus::Counter& node_memory_evictions;
   prometheus::Gauge& node_memory_resident;
   prometheus::Gauge& node_memory_dirty;
+  prometheus::Family<prometheus::Counter>& memory_thread_seconds;  // label stage
   // Kafka source only (series appear once it runs).
   prometheus::Family<prometheus::Counter>& kafka_records;  // label outcome
   prometheus::Family<prometheus::Gauge>& kafka_held_records;

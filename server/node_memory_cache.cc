@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "model/temporal_model.h"
@@ -17,6 +18,10 @@ void AppendState(const storage::NodeStates& from, size_t i, storage::NodeStates*
   to->last_update_ts.push_back(from.last_update_ts[i]);
   const std::span<const float> memory = from.MemoryOf(i);
   to->memory.insert(to->memory.end(), memory.begin(), memory.end());
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -73,6 +78,7 @@ int64_t NodeMemoryCache::AllocateRow() {
 
 void NodeMemoryCache::EvictDirty(std::span<const int64_t> rows, std::span<const uint64_t> nodes) {
   if (rows.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
   const auto [memory, last_update] = model_.ReadRows(rows);
   const float* memory_data = memory.data_ptr<float>();
   const double* last_update_data = last_update.data_ptr<double>();
@@ -84,6 +90,7 @@ void NodeMemoryCache::EvictDirty(std::span<const int64_t> rows, std::span<const 
     evicted_.memory.insert(evicted_.memory.end(), memory_data + i * dim_,
                            memory_data + (i + 1) * dim_);
   }
+  page_out_seconds_ += SecondsSince(start);
 }
 
 Status NodeMemoryCache::LoadStates(std::span<const uint64_t> nodes, storage::NodeStates* states) {
@@ -158,6 +165,7 @@ Status NodeMemoryCache::Rows(std::span<const uint64_t> nodes, std::span<int64_t>
   if (has_memory_) EvictDirty(victim_rows, victim_nodes);
   model_.EnsureNodes(static_cast<int64_t>(node_of_row_.size()));
   if (!has_memory_) return Status::Ok();  // rows are never dirty without memory
+  const auto start = std::chrono::steady_clock::now();
   loaded.Clear(dim_);
   if (Status status = LoadStates(missing, &loaded); !status.ok()) {
     for (size_t i = 0; i < missing.size(); ++i) {  // not resident after all
@@ -176,6 +184,7 @@ Status NodeMemoryCache::Rows(std::span<const uint64_t> nodes, std::span<int64_t>
                        torch::kFloat32),
       torch::from_blob(loaded.last_update_ts.data(), {static_cast<int64_t>(missing.size())},
                        torch::kFloat64));
+  page_in_seconds_ += SecondsSince(start);
   return Status::Ok();
 }
 
@@ -263,6 +272,8 @@ MemoryCacheStats NodeMemoryCache::stats() const {
   stats.capacity_rows = capacity_;
   stats.dirty_rows = static_cast<size_t>(std::count(dirty_.begin(), dirty_.end(), 1));
   stats.evicted_dirty_rows = evicted_index_.size();
+  stats.page_in_seconds = page_in_seconds_;
+  stats.page_out_seconds = page_out_seconds_;
   return stats;
 }
 

@@ -45,6 +45,9 @@ struct MemoryCheckpoint {
 struct MemoryCacheStats {
   uint64_t hits = 0, misses = 0, evictions = 0;
   size_t resident_rows = 0, capacity_rows = 0, dirty_rows = 0, evicted_dirty_rows = 0;
+  // Time spent paging since construction: misses read from the store (or the side table) into
+  // rows, and changed rows of evicted nodes copied to the side table.
+  double page_in_seconds = 0, page_out_seconds = 0;
 };
 
 class NodeMemoryCache {
@@ -75,6 +78,8 @@ class NodeMemoryCache {
   std::shared_ptr<const MemoryCheckpoint> TakeCheckpoint(bool previous_written);
 
   MemoryCacheStats stats() const;
+  double page_in_seconds() const { return page_in_seconds_; }
+  double page_out_seconds() const { return page_out_seconds_; }
 
  private:
   // A row for a node not resident: a free row, a victim, or a new row past the capacity.
@@ -107,6 +112,7 @@ class NodeMemoryCache {
   std::shared_ptr<const MemoryCheckpoint> last_checkpoint_;
 
   uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
+  double page_in_seconds_ = 0, page_out_seconds_ = 0;
 };
 
 }  // namespace tlp::server

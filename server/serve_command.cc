@@ -167,6 +167,7 @@ void Daemon::ExportStats() {
   Metrics& metrics = *metrics_;
   uint64_t hits = 0, misses = 0;
   MemoryCacheStats cache_exported;
+  MemoryThreadSeconds thread_exported;
   KafkaSourceStats kafka_exported;
   while (!impl_->stopping) {
     if (kafka_) ExportKafkaStats(&kafka_exported);
@@ -201,6 +202,18 @@ void Daemon::ExportStats() {
     metrics.node_memory_resident.Set(static_cast<double>(cache.resident_rows));
     metrics.node_memory_dirty.Set(static_cast<double>(cache.dirty_rows + cache.evicted_dirty_rows));
     cache_exported = cache;
+    const MemoryThreadSeconds thread = engine_->MemoryThreadTime();
+    const std::pair<const char*, double MemoryThreadSeconds::*> stages[] = {
+        {"lookup", &MemoryThreadSeconds::lookup},
+        {"page_in", &MemoryThreadSeconds::page_in},
+        {"page_out", &MemoryThreadSeconds::page_out},
+        {"apply", &MemoryThreadSeconds::apply},
+        {"snapshot", &MemoryThreadSeconds::snapshot}};
+    for (const auto& [stage, field] : stages) {
+      metrics.memory_thread_seconds.Add({{"stage", stage}})
+          .Increment(thread.*field - thread_exported.*field);
+    }
+    thread_exported = thread;
     for (int i = 0; i < 10 && !impl_->stopping; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -272,9 +285,14 @@ void AddServeCommand(CLI::App& app) {
   serve->add_flag("--allow-self-loops", options.engine.allow_self_loops, "Accept src == dst");
   serve->add_flag("--rebuild-memory", options.engine.rebuild_memory,
                   "Discard the stored node memory and rebuild it from the whole event log");
-  FromEnvironment(
-      serve->add_option("--threads", options.engine.torch_threads, "Torch intra-op threads"),
-      "TLPD_THREADS");
+  FromEnvironment(serve->add_option("--threads", options.engine.torch_threads,
+                                    "Torch intra-op threads for scoring"),
+                  "TLPD_THREADS");
+  FromEnvironment(serve
+                      ->add_option("--memory-threads", options.engine.memory_threads,
+                                   "Intra-op threads for applying events to node memory")
+                      ->check(CLI::PositiveNumber),
+                  "TLPD_MEMORY_THREADS");
   FromEnvironment(
       serve->add_option(
           "--checkpoint-every", options.engine.checkpoint_every_events,

@@ -113,6 +113,21 @@ TEST_F(NodeMemoryCacheTest, ATinyCacheIsInvisibleInScoresAndMemory) {
   EXPECT_GT(stats.evictions, 1000u);
   EXPECT_GT(stats.misses, 1000u);
   EXPECT_EQ(unbounded->MemoryCache().evictions, 0u);
+
+  // Where the memory thread's time went: the tiny cache pages both ways, the unbounded one
+  // only reads the rows of nodes it meets for the first time; both checkpointed every 100 events.
+  ASSERT_TRUE(tiny->AwaitMemory().ok());
+  const MemoryThreadSeconds tiny_time = tiny->MemoryThreadTime();
+  EXPECT_GT(tiny_time.lookup, 0);
+  EXPECT_GT(tiny_time.page_in, 0);
+  EXPECT_GT(tiny_time.page_out, 0);
+  EXPECT_GT(tiny_time.apply, 0);
+  EXPECT_GT(tiny_time.snapshot, 0);
+  // Scoring pages in too, on its own threads: the cache counts it, the memory thread does not.
+  EXPECT_GT(tiny->MemoryCache().page_in_seconds, tiny_time.page_in);
+  const MemoryThreadSeconds unbounded_time = unbounded->MemoryThreadTime();
+  EXPECT_GT(unbounded_time.page_in, 0);
+  EXPECT_EQ(unbounded_time.page_out, 0);
 }
 
 // A crash copy (RocksDB checkpoint of the live store: what a kill -9 leaves) taken at several

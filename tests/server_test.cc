@@ -206,6 +206,7 @@ TEST_F(DaemonTest, IngestsScoresAndReportsMetrics) {
       << metrics.substr(0, 2000);
   // 2 scored pairs + 3 TopK candidates.
   EXPECT_NE(metrics.find("tlpd_representation_norm_count{role=\"src\"} 5"), std::string::npos);
+  EXPECT_NE(metrics.find("tlpd_memory_thread_seconds_total{stage=\"apply\"}"), std::string::npos);
 }
 
 }  // namespace
