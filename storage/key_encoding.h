@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <concepts>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -11,16 +12,19 @@
 
 namespace tlp::storage {
 
-inline void PutBigEndian64(uint64_t value, char* out) {
-  for (int i = 7; i >= 0; --i) {
+// Unsigned integers, most significant byte first.
+template <std::unsigned_integral T>
+inline void PutBigEndian(T value, char* out) {
+  for (int i = static_cast<int>(sizeof(T)) - 1; i >= 0; --i) {
     out[i] = static_cast<char>(value & 0xff);
     value >>= 8;
   }
 }
 
-inline uint64_t GetBigEndian64(const char* in) {
-  uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value = (value << 8) | static_cast<unsigned char>(in[i]);
+template <std::unsigned_integral T>
+inline T GetBigEndian(const char* in) {
+  T value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) value = (value << 8) | static_cast<unsigned char>(in[i]);
   return value;
 }
 
@@ -34,19 +38,6 @@ inline double FromOrderedBits(uint64_t ordered) {
   return std::bit_cast<double>(bits);
 }
 
-inline void PutBigEndian32(uint32_t value, char* out) {
-  for (int i = 3; i >= 0; --i) {
-    out[i] = static_cast<char>(value & 0xff);
-    value >>= 8;
-  }
-}
-
-inline uint32_t GetBigEndian32(const char* in) {
-  uint32_t value = 0;
-  for (int i = 0; i < 4; ++i) value = (value << 8) | static_cast<unsigned char>(in[i]);
-  return value;
-}
-
 constexpr size_t kSequenceKeySize = 8;
 constexpr size_t kAdjacencyKeySize = 28;    // epoch, node, ts, seq
 constexpr size_t kAdjacencyValueSize = 12;  // neighbour, previous epoch of the node
@@ -55,7 +46,7 @@ constexpr uint32_t kNoEpoch = 0xFFFFFFFFu;
 
 struct SequenceKey {
   char bytes[kSequenceKeySize];
-  explicit SequenceKey(uint64_t sequence) { PutBigEndian64(sequence, bytes); }
+  explicit SequenceKey(uint64_t sequence) { PutBigEndian<uint64_t>(sequence, bytes); }
   std::string_view view() const { return {bytes, sizeof(bytes)}; }
 };
 
@@ -71,18 +62,18 @@ struct SequenceKey {
 struct AdjacencyKey {
   char bytes[kAdjacencyKeySize];
   AdjacencyKey(uint32_t epoch, uint64_t node, double ts, uint64_t sequence) {
-    PutBigEndian32(epoch, bytes);
-    PutBigEndian64(node, bytes + 4);
-    PutBigEndian64(OrderedBits(ts), bytes + 12);
-    PutBigEndian64(sequence, bytes + 20);
+    PutBigEndian<uint32_t>(epoch, bytes);
+    PutBigEndian<uint64_t>(node, bytes + 4);
+    PutBigEndian<uint64_t>(OrderedBits(ts), bytes + 12);
+    PutBigEndian<uint64_t>(sequence, bytes + 20);
   }
   std::string_view view() const { return {bytes, sizeof(bytes)}; }
-  static uint32_t Epoch(std::string_view key) { return GetBigEndian32(key.data()); }
-  static uint64_t Node(std::string_view key) { return GetBigEndian64(key.data() + 4); }
+  static uint32_t Epoch(std::string_view key) { return GetBigEndian<uint32_t>(key.data()); }
+  static uint64_t Node(std::string_view key) { return GetBigEndian<uint64_t>(key.data() + 4); }
   static double Ts(std::string_view key) {
-    return FromOrderedBits(GetBigEndian64(key.data() + 12));
+    return FromOrderedBits(GetBigEndian<uint64_t>(key.data() + 12));
   }
-  static uint64_t Sequence(std::string_view key) { return GetBigEndian64(key.data() + 20); }
+  static uint64_t Sequence(std::string_view key) { return GetBigEndian<uint64_t>(key.data() + 20); }
   // The (epoch, node) group a key belongs to, as a comparable prefix.
   static std::string_view Group(std::string_view key) { return key.substr(0, 12); }
 };
@@ -90,12 +81,14 @@ struct AdjacencyKey {
 struct AdjacencyValue {
   char bytes[kAdjacencyValueSize];
   AdjacencyValue(uint64_t neighbor, uint32_t previous_epoch) {
-    PutBigEndian64(neighbor, bytes);
-    PutBigEndian32(previous_epoch, bytes + 8);
+    PutBigEndian<uint64_t>(neighbor, bytes);
+    PutBigEndian<uint32_t>(previous_epoch, bytes + 8);
   }
   std::string_view view() const { return {bytes, sizeof(bytes)}; }
-  static uint64_t Neighbor(std::string_view value) { return GetBigEndian64(value.data()); }
-  static uint32_t PreviousEpoch(std::string_view value) { return GetBigEndian32(value.data() + 8); }
+  static uint64_t Neighbor(std::string_view value) { return GetBigEndian<uint64_t>(value.data()); }
+  static uint32_t PreviousEpoch(std::string_view value) {
+    return GetBigEndian<uint32_t>(value.data() + 8);
+  }
 };
 
 }  // namespace tlp::storage

@@ -95,7 +95,7 @@ void NeighborIndex::AddDirected(uint64_t node, uint64_t neighbor, double ts, uin
   NodeEntry& entry = it->second;
   const double newest_before = entry.newest_ts;
   const uint32_t epoch = EpochOf(sequence);
-  if (entry.newest_epoch != epoch) {  // the rule PreviousEpochs answers the writer by
+  if (entry.newest_epoch != epoch) {  // the rule LinkPreviousEpochs answers the writer by
     entry.previous_epoch = entry.newest_epoch;
     entry.newest_epoch = epoch;
   }
@@ -120,11 +120,9 @@ void NeighborIndex::CacheRow(uint32_t slot, uint64_t neighbor, double ts, uint64
   uint32_t& count = cached_[slot];
   // Keep ascending (ts, sequence); events arrive almost sorted, so the insertion point is at or
   // near the end. When full, the oldest entry falls out.
+  const Neighbor incoming{neighbor, ts, sequence};
   size_t position = count;
-  while (position > 0 && (row[position - 1].ts > ts ||
-                          (row[position - 1].ts == ts && row[position - 1].sequence > sequence))) {
-    --position;
-  }
+  while (position > 0 && incoming.Before(row[position - 1])) --position;
   if (count == capacity) {
     if (position == 0) return;  // older than everything cached: only RocksDB keeps it
     std::move(row + 1, row + position, row);
@@ -136,22 +134,20 @@ void NeighborIndex::CacheRow(uint32_t slot, uint64_t neighbor, double ts, uint64
                        feature_row + (count + 1) * feature_dim_);
     ++count;
   }
-  row[position] = {neighbor, ts, sequence};
+  row[position] = incoming;
   if (feature_dim_ > 0)
     std::copy(features.begin(), features.end(), feature_row + position * feature_dim_);
 }
 
-void NeighborIndex::PreviousEpochs(std::span<const uint64_t> nodes,
-                                   std::span<const uint32_t> epochs,
-                                   std::span<uint32_t> out) const {
+void NeighborIndex::LinkPreviousEpochs(std::span<EpochLink> links) const {
   std::shared_lock lock(mutex_);
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const auto it = nodes_.find(nodes[i]);
+  for (EpochLink& link : links) {
+    const auto it = nodes_.find(link.node);
     if (it == nodes_.end()) {
-      out[i] = kNoEpoch;
+      link.previous = kNoEpoch;
     } else {
       const NodeEntry& entry = it->second;
-      out[i] = entry.newest_epoch == epochs[i] ? entry.previous_epoch : entry.newest_epoch;
+      link.previous = entry.newest_epoch == link.epoch ? entry.previous_epoch : entry.newest_epoch;
     }
   }
 }
@@ -221,8 +217,7 @@ Status NeighborIndex::Rebuild() {
     Neighbor* cached = entries_.data() + static_cast<size_t>(slot) * cached_per_node_;
     uint32_t& count = cached_[slot];
     const Neighbor& last = cached[count > 0 ? count - 1 : 0];
-    if (count > 0 && (rows.front().ts < last.ts ||
-                      (rows.front().ts == last.ts && rows.front().sequence < last.sequence))) {
+    if (count > 0 && rows.front().Before(last)) {
       for (const Neighbor& row : rows) CacheRow(slot, row.node, row.ts, row.sequence, {});
       return;
     }
@@ -363,9 +358,8 @@ Status NeighborIndex::FromStore(uint64_t node, double before, size_t k, size_t r
     }
     if (!it->status().ok()) return Status::IoError(it->status().ToString());
     if (newer > 0) {
-      std::sort(found.begin(), found.end(), [](const Neighbor& a, const Neighbor& b) {
-        return a.ts > b.ts || (a.ts == b.ts && a.sequence > b.sequence);
-      });
+      std::sort(found.begin(), found.end(),
+                [](const Neighbor& a, const Neighbor& b) { return b.Before(a); });
       if (found.size() > k) found.resize(k);
     }
     if (previous == kNoEpoch) break;

@@ -35,6 +35,10 @@ struct Neighbor {
   uint64_t node = 0;
   double ts = 0;
   uint64_t sequence = 0;  // store sequence of the event behind this adjacency
+  // Event order: by ts, then by sequence (the order in which equal ts were stored).
+  bool Before(const Neighbor& other) const {
+    return ts < other.ts || (ts == other.ts && sequence < other.sequence);
+  }
 };
 
 // Result of a batched lookup: row i holds up to k neighbours of query i, newest first.
@@ -64,10 +68,15 @@ class NeighborIndex {
   uint32_t EpochOf(uint64_t sequence) const {
     return static_cast<uint32_t>(sequence >> epoch_bits_);
   }
-  // For the writer, before it writes rows of nodes[i] in epochs[i] (no older than any epoch Add
-  // has seen for the node): the epoch of the node's rows before epochs[i], kNoEpoch for none.
-  void PreviousEpochs(std::span<const uint64_t> nodes, std::span<const uint32_t> epochs,
-                      std::span<uint32_t> out) const;
+  // A node's rows in one epoch, and the epoch of its rows before them (kNoEpoch for none).
+  struct EpochLink {
+    uint64_t node = 0;
+    uint32_t epoch = 0;
+    uint32_t previous = kNoEpoch;
+  };
+  // For the writer, before it writes rows of each link's node in its epoch (no older than any
+  // epoch Add has seen for the node): sets each link's previous epoch.
+  void LinkPreviousEpochs(std::span<EpochLink> links) const;
 
   // The k most recent neighbours of `node` with ts < before, newest first.
   Status Recent(uint64_t node, double before, size_t k, std::vector<Neighbor>* out) const;

@@ -36,7 +36,7 @@ Status FromRocks(const rocksdb::Status& status, const std::string& what) {
 
 std::string EncodeU64(uint64_t value) {
   std::string out(8, '\0');
-  PutBigEndian64(value, out.data());
+  PutBigEndian<uint64_t>(value, out.data());
   return out;
 }
 
@@ -140,7 +140,7 @@ Status TemporalStore::Initialize() {
   if (rocks.IsNotFound() || value.size() != 8) {
     return Status::Corruption("store '" + path_ + "' has no schema version");
   }
-  const uint64_t version = GetBigEndian64(value.data());
+  const uint64_t version = GetBigEndian<uint64_t>(value.data());
   if (version != kSchemaVersion && version != kSchemaVersionNodeFirstAdjacency) {
     return Status::FailedPrecondition("store '" + path_ + "' has schema version " +
                                       std::to_string(version) + ", this build reads version " +
@@ -149,7 +149,7 @@ Status TemporalStore::Initialize() {
   }
   rocks = db_->Get(rocksdb::ReadOptions(), meta_, kFeatureDimKey, &value);
   if (!rocks.ok() || value.size() != 8) return Status::Corruption("store has no feature_dim");
-  feature_dim_ = static_cast<uint32_t>(GetBigEndian64(value.data()));
+  feature_dim_ = static_cast<uint32_t>(GetBigEndian<uint64_t>(value.data()));
   if (options_.feature_dim && *options_.feature_dim != feature_dim_) {
     return Status::FailedPrecondition("store '" + path_ + "' holds events with " +
                                       std::to_string(feature_dim_) + " features, asked for " +
@@ -161,7 +161,7 @@ Status TemporalStore::Initialize() {
     rocks = db_->Get(rocksdb::ReadOptions(), meta_, kEpochBitsKey, &value);
     if (!rocks.ok() || value.size() != 8)
       return Status::Corruption("store has no adjacency epochs");
-    adjacency_epoch_bits_ = static_cast<uint32_t>(GetBigEndian64(value.data()));
+    adjacency_epoch_bits_ = static_cast<uint32_t>(GetBigEndian<uint64_t>(value.data()));
   }
   if (db_->Get(rocksdb::ReadOptions(), meta_, kMaxTsKey, &value).ok() && value.size() == 8) {
     double ts = 0;
@@ -169,11 +169,11 @@ Status TemporalStore::Initialize() {
     max_ts_ = ts;
   }
   if (db_->Get(rocksdb::ReadOptions(), meta_, kWatermarkKey, &value).ok() && value.size() == 8) {
-    watermark_ = GetBigEndian64(value.data());
+    watermark_ = GetBigEndian<uint64_t>(value.data());
   }
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), events_));
   it->SeekToLast();
-  if (it->Valid()) last_sequence_ = GetBigEndian64(it->key().data());
+  if (it->Valid()) last_sequence_ = GetBigEndian<uint64_t>(it->key().data());
   neighbors_ = std::make_unique<NeighborIndex>(
       db_.get(), adjacency_, events_, options_.cached_neighbors, feature_dim_,
       options_.neighbor_cache_bytes /
@@ -215,12 +215,11 @@ Status TemporalStore::MigrateAdjacency() {
   std::vector<float> feature_buffer;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), events_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    const uint64_t sequence = GetBigEndian64(it->key().data());
+    const uint64_t sequence = GetBigEndian<uint64_t>(it->key().data());
     DecodedEvent event;
     status = DecodeEvent({it->value().data(), it->value().size()}, &feature_buffer, &event);
     if (!status.ok()) return status;
-    AddAdjacencyRow(event.src, event.ts, sequence, event.dst);
-    if (event.src != event.dst) AddAdjacencyRow(event.dst, event.ts, sequence, event.src);
+    AddAdjacencyRows(event.src, event.dst, event.ts, sequence);
     events.Add(event.src, event.dst, event.ts, event.features);
     sequences.push_back(sequence);
     if (events.size() == kEventsPerWrite) {
@@ -319,7 +318,7 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
       const size_t i = positions[j];
       if (found[j].ok() && values[j].size() == 8) {
         result->duplicate[i] = 1;
-        result->sequences[i] = GetBigEndian64(values[j].data());
+        result->sequences[i] = GetBigEndian<uint64_t>(values[j].data());
       } else if (!found[j].IsNotFound()) {
         return FromRocks(found[j], "event_id lookup failed");
       } else if (!first_in_batch.try_emplace(batch.event_ids[i], i).second) {
@@ -345,10 +344,7 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
     EncodeEvent(batch.src[i], batch.dst[i], batch.ts[i], batch.FeaturesOf(i), batch.EventIdOf(i),
                 &encode_buffer_);
     write.Put(events_, key.view(), encode_buffer_);
-    AddAdjacencyRow(batch.src[i], batch.ts[i], sequence, batch.dst[i]);
-    if (batch.src[i] != batch.dst[i]) {
-      AddAdjacencyRow(batch.dst[i], batch.ts[i], sequence, batch.src[i]);
-    }
+    AddAdjacencyRows(batch.src[i], batch.dst[i], batch.ts[i], sequence);
     if (!batch.EventIdOf(i).empty()) {
       write.Put(event_ids_, batch.EventIdOf(i), key.view());
       assigned.emplace(batch.EventIdOf(i), sequence);
@@ -384,10 +380,11 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
   return Status::Ok();
 }
 
-void TemporalStore::AddAdjacencyRow(uint64_t node, double ts, uint64_t sequence,
-                                    uint64_t neighbor) {
-  adjacency_rows_.push_back(
-      AdjacencyRow{AdjacencyKey(neighbors_->EpochOf(sequence), node, ts, sequence), neighbor});
+void TemporalStore::AddAdjacencyRows(uint64_t src, uint64_t dst, double ts, uint64_t sequence) {
+  const uint32_t epoch = neighbors_->EpochOf(sequence);
+  adjacency_rows_.push_back(AdjacencyRow{AdjacencyKey(epoch, src, ts, sequence), dst});
+  if (src != dst)
+    adjacency_rows_.push_back(AdjacencyRow{AdjacencyKey(epoch, dst, ts, sequence), src});
 }
 
 void TemporalStore::WriteAdjacencyRows(rocksdb::WriteBatch* write) {
@@ -399,45 +396,38 @@ void TemporalStore::WriteAdjacencyRows(rocksdb::WriteBatch* write) {
             [](const AdjacencyRow& a, const AdjacencyRow& b) {
               return std::memcmp(a.key.bytes, b.key.bytes, kAdjacencyKeySize) < 0;
             });
-  adjacency_groups_.clear();
-  group_nodes_.clear();
-  group_epochs_.clear();
+  group_links_.clear();
+  group_ends_.clear();
   for (size_t i = 0; i < adjacency_rows_.size(); ++i) {
     const std::string_view key = adjacency_rows_[i].key.view();
     if (i == 0 ||
         AdjacencyKey::Group(key) != AdjacencyKey::Group(adjacency_rows_[i - 1].key.view())) {
-      adjacency_groups_.push_back({AdjacencyKey::Node(key), AdjacencyKey::Epoch(key), kNoEpoch, 0});
-      group_nodes_.push_back(adjacency_groups_.back().node);
-      group_epochs_.push_back(adjacency_groups_.back().epoch);
+      group_links_.push_back({AdjacencyKey::Node(key), AdjacencyKey::Epoch(key), kNoEpoch});
+      group_ends_.push_back(0);
     }
-    adjacency_groups_.back().end = i + 1;
+    group_ends_.back() = i + 1;
   }
-  group_previous_.resize(adjacency_groups_.size());
-  neighbors_->PreviousEpochs(group_nodes_, group_epochs_, group_previous_);
-  for (size_t g = 0; g < adjacency_groups_.size(); ++g) {
-    adjacency_groups_[g].previous_epoch = group_previous_[g];
-  }
+  neighbors_->LinkPreviousEpochs(group_links_);
   // A batch across an epoch boundary can hold a node in two epochs: the later group's previous
   // epoch is then the earlier one of this batch, which the index has not seen yet.
-  if (!adjacency_groups_.empty() &&
-      adjacency_groups_.front().epoch != adjacency_groups_.back().epoch) {
-    std::vector<size_t> order(adjacency_groups_.size());
+  if (!group_links_.empty() && group_links_.front().epoch != group_links_.back().epoch) {
+    std::vector<size_t> order(group_links_.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::sort(order.begin(), order.end(), [this](size_t a, size_t b) {
-      const AdjacencyGroup& x = adjacency_groups_[a];
-      const AdjacencyGroup& y = adjacency_groups_[b];
+      const NeighborIndex::EpochLink& x = group_links_[a];
+      const NeighborIndex::EpochLink& y = group_links_[b];
       return x.node < y.node || (x.node == y.node && x.epoch < y.epoch);
     });
     for (size_t j = 1; j < order.size(); ++j) {
-      const AdjacencyGroup& earlier = adjacency_groups_[order[j - 1]];
-      AdjacencyGroup& later = adjacency_groups_[order[j]];
-      if (earlier.node == later.node) later.previous_epoch = earlier.epoch;
+      const NeighborIndex::EpochLink& earlier = group_links_[order[j - 1]];
+      NeighborIndex::EpochLink& later = group_links_[order[j]];
+      if (earlier.node == later.node) later.previous = earlier.epoch;
     }
   }
   size_t row = 0;
-  for (const AdjacencyGroup& group : adjacency_groups_) {
-    for (; row < group.end; ++row) {
-      const AdjacencyValue value(adjacency_rows_[row].neighbor, group.previous_epoch);
+  for (size_t g = 0; g < group_links_.size(); ++g) {
+    for (; row < group_ends_[g]; ++row) {
+      const AdjacencyValue value(adjacency_rows_[row].neighbor, group_links_[g].previous);
       write->Put(adjacency_, adjacency_rows_[row].key.view(), value.view());
     }
   }
@@ -556,7 +546,7 @@ Status TemporalStore::ReplayAfter(
     Status status =
         DecodeEvent(std::string_view(it->value().data(), it->value().size()), &features, &event);
     if (!status.ok()) return status;
-    if (batch.empty()) first_sequence = GetBigEndian64(it->key().data());
+    if (batch.empty()) first_sequence = GetBigEndian<uint64_t>(it->key().data());
     batch.Add(event.src, event.dst, event.ts, event.features, event.event_id);
     if (batch.size() >= batch_size) {
       status = visit(batch, first_sequence);

@@ -170,8 +170,9 @@ class TemporalStore {
   Status Initialize();
   // Rewrites the adjacency of a schema version 1 store from its event log (Initialize).
   Status MigrateAdjacency();
-  // Queues one adjacency row of the batch Append is building (written sorted, see Append).
-  void AddAdjacencyRow(uint64_t node, double ts, uint64_t sequence, uint64_t neighbor);
+  // Queues the adjacency rows of one event (one per endpoint; one for a self-loop) for the
+  // batch being built (written sorted, see WriteAdjacencyRows).
+  void AddAdjacencyRows(uint64_t src, uint64_t dst, double ts, uint64_t sequence);
   // Writes the queued rows into `write`, sorted, each with its node's previous epoch.
   void WriteAdjacencyRows(rocksdb::WriteBatch* write);
 
@@ -197,20 +198,12 @@ class TemporalStore {
     AdjacencyKey key;
     uint64_t neighbor;
   };
-  // One (epoch, node) run of the sorted rows, and the epoch of the node's rows before it.
-  struct AdjacencyGroup {
-    uint64_t node;
-    uint32_t epoch;
-    uint32_t previous_epoch;
-    size_t end;  // one past its last row
-  };
   // Reused across Append calls: no allocation per event once warm.
   std::string encode_buffer_;
   std::vector<AdjacencyRow> adjacency_rows_;
-  std::vector<AdjacencyGroup> adjacency_groups_;
-  std::vector<uint64_t> group_nodes_;
-  std::vector<uint32_t> group_epochs_;
-  std::vector<uint32_t> group_previous_;
+  // Per (epoch, node) run of the sorted rows: the run and one past its last row.
+  std::vector<NeighborIndex::EpochLink> group_links_;
+  std::vector<size_t> group_ends_;
 };
 
 }  // namespace tlp::storage

@@ -400,7 +400,7 @@ struct RawStore {
   }
   void SetSchemaVersion(uint64_t version) {
     std::string value(8, '\0');
-    PutBigEndian64(version, value.data());
+    PutBigEndian<uint64_t>(version, value.data());
     EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), handles[kMeta], "schema_version", value).ok());
   }
   std::unique_ptr<rocksdb::DB> db;
@@ -451,10 +451,10 @@ void RewriteAsSchemaVersion1(const std::string& dir) {
     ASSERT_TRUE(DecodeEvent({it->value().data(), it->value().size()}, &buffer, &event).ok());
     for (const auto& [node, neighbor] : {std::pair(event.src, event.dst), {event.dst, event.src}}) {
       char key[24], value[8];
-      PutBigEndian64(node, key);
-      PutBigEndian64(OrderedBits(event.ts), key + 8);
+      PutBigEndian<uint64_t>(node, key);
+      PutBigEndian<uint64_t>(OrderedBits(event.ts), key + 8);
       std::memcpy(key + 16, it->key().data(), 8);
-      PutBigEndian64(neighbor, value);
+      PutBigEndian<uint64_t>(neighbor, value);
       ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), adjacency, {key, 24}, {value, 8}).ok());
     }
   }
