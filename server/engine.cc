@@ -342,10 +342,10 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
 
 void Engine::FlushChunk() {
   if (chunk_src_.empty()) return;
-    // OpenMP's thread count is per thread, and torch (and OpenBLAS) read it at each call, so this
-    // limits the memory thread alone. Set per chunk: torch's first parallel op on a thread resets
-    // it to the process-wide count.
 #ifdef _OPENMP
+  // OpenMP's thread count is per thread, and torch (and OpenBLAS) read it at each call, so this
+  // limits the memory thread alone. Set per chunk: torch's first parallel op on a thread resets
+  // it to the process-wide count.
   omp_set_num_threads(options_.memory_threads);
 #endif
   std::lock_guard lock(model_mutex_);
