@@ -22,16 +22,11 @@
 #include "common/allocator_tuning.h"
 #include "common/blas_kernels.h"
 #include "common/event_reader.h"
+#include "common/stopwatch.h"
 #include "server/serve_command.h"
 #include "tlp/v1/tlp.pb.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Produces every event of `events` to `topic`, partition src % partitions; returns seconds.
 double Produce(const std::string& bootstraps, const std::string& topic, int partitions,
@@ -42,7 +37,7 @@ double Produce(const std::string& bootstraps, const std::string& topic, int part
   rd_kafka_conf_set(config, "linger.ms", "5", error, sizeof(error));
   rd_kafka_conf_set(config, "batch.num.messages", "10000", error, sizeof(error));
   rd_kafka_t* producer = rd_kafka_new(RD_KAFKA_PRODUCER, config, error, sizeof(error));
-  const auto start = Clock::now();
+  const tlp::Stopwatch watch;
   tlp::v1::EdgeEvent event;
   std::string value;
   auto send = [&](int partition) {
@@ -77,7 +72,7 @@ double Produce(const std::string& bootstraps, const std::string& topic, int part
     }
   }
   rd_kafka_destroy(producer);
-  return SecondsSince(start);
+  return watch.Seconds();
 }
 
 }  // namespace
@@ -121,19 +116,19 @@ int main(int argc, char** argv) {
     options.engine.checkpoint = model;
     options.kafka.brokers = bootstraps;
     options.kafka.topic = topic;
-    const auto start = Clock::now();
+    const tlp::Stopwatch watch;
     std::unique_ptr<tlp::server::Daemon> daemon;
     if (tlp::Status status = tlp::server::Daemon::Start(options, &daemon); !status.ok()) {
       std::fprintf(stderr, "%s\n", status.ToString().c_str());
       return 1;
     }
-    const double serving_seconds = SecondsSince(start);
+    const double serving_seconds = watch.Seconds();
     while (daemon->engine().store().last_sequence() < events.size()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    const double durable_seconds = SecondsSince(start);
+    const double durable_seconds = watch.Seconds();
     if (!daemon->engine().AwaitMemory().ok()) return 1;
-    const double applied_seconds = SecondsSince(start);
+    const double applied_seconds = watch.Seconds();
     daemon.reset();
     std::printf(
         "{\"partitions\": %d, \"events\": %zu, \"produce_seconds\": %.3f, "

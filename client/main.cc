@@ -18,6 +18,7 @@
 #include "client/plot.h"
 #include "client/stream_ingest.h"
 #include "common/event_reader.h"
+#include "common/stopwatch.h"
 #include "tlp/v1/tlp.grpc.pb.h"
 
 namespace {
@@ -32,10 +33,6 @@ struct Global {
 };
 
 Global global;
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 int Fail(const tlp::Status& status) {
   std::fprintf(stderr, "tlpctl: %s\n", status.ToString().c_str());
@@ -131,7 +128,7 @@ int Send(const std::string& label, const std::string& id_prefix, const client::B
          const client::StreamIngestOptions& options) {
   tlp::client::DaemonClient client = Connect();
   client.set_id_prefix(id_prefix);
-  const auto start = std::chrono::steady_clock::now();
+  const tlp::Stopwatch watch;
   client::StreamIngestTotals totals;
   const tlp::Status status = client::IngestStream(
       client, source, options,
@@ -139,8 +136,7 @@ int Send(const std::string& label, const std::string& id_prefix, const client::B
         Progress("ingested %llu events (%llu new, %llu duplicates)  %.0f events/s",
                  static_cast<unsigned long long>(so_far.sent),
                  static_cast<unsigned long long>(so_far.accepted),
-                 static_cast<unsigned long long>(so_far.duplicates),
-                 so_far.sent / SecondsSince(start));
+                 static_cast<unsigned long long>(so_far.duplicates), so_far.sent / watch.Seconds());
       },
       &totals);
   if (!status.ok()) {
@@ -148,7 +144,7 @@ int Send(const std::string& label, const std::string& id_prefix, const client::B
                  status.ToString().c_str(), static_cast<unsigned long long>(totals.sent));
     return 1;
   }
-  const double seconds = SecondsSince(start);
+  const double seconds = watch.Seconds();
   if (global.json) {
     std::printf("%s\n", nlohmann::json({{"sent", totals.sent},
                                         {"accepted", totals.accepted},
@@ -239,10 +235,10 @@ int Eval(EvalSettings& settings) {
   if (!status.ok()) return Fail(status);
   tlp::client::DaemonClient client = Connect();
   client.set_id_prefix(IdPrefix(settings.file));
-  const auto start = std::chrono::steady_clock::now();
+  const tlp::Stopwatch watch;
   settings.replay.progress = [&](uint64_t done, uint64_t total) {
     Progress("replayed %llu / %llu events  %.0f events/s", static_cast<unsigned long long>(done),
-             static_cast<unsigned long long>(total), done / SecondsSince(start));
+             static_cast<unsigned long long>(total), done / watch.Seconds());
   };
   tlp::ReplayReport report;
   status = tlp::RunReplayEvaluation(stream, settings.replay, client, &report);

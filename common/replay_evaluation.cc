@@ -1,7 +1,6 @@
 #include "common/replay_evaluation.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -9,6 +8,7 @@
 #include <unordered_set>
 
 #include "common/link_metrics.h"
+#include "common/stopwatch.h"
 
 namespace tlp {
 namespace {
@@ -49,7 +49,7 @@ Status RunReplayEvaluation(const EventBatch& stream, const ReplayOptions& option
   }
   report->history_events = history;
   report->test_events = stream.size() - history;
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch watch;
 
   // What the target has seen, for negatives: destinations and edges.
   std::vector<uint64_t> destinations, edges_src, edges_dst;
@@ -169,7 +169,7 @@ Status RunReplayEvaluation(const EventBatch& stream, const ReplayOptions& option
       report->mrr_queries > 0 ? reciprocal_rank_sum / static_cast<double>(report->mrr_queries) : 0;
   report->mean_representation_norm =
       report->test_events > 0 ? norm_sum / (2.0 * static_cast<double>(report->test_events)) : 0;
-  report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report->seconds = watch.Seconds();
   report->scored_pairs_per_second = static_cast<double>(scored_pairs) / report->seconds;
   return Status::Ok();
 }

@@ -3,22 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <unordered_map>
 
 #include "common/link_metrics.h"
+#include "common/stopwatch.h"
 
 namespace tlp::model {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::vector<int64_t> UniqueSorted(std::vector<int64_t> values) {
   std::sort(values.begin(), values.end());
@@ -205,7 +199,7 @@ struct BatchEvents {
 }  // namespace
 
 EpochRecord Trainer::TrainEpoch(int64_t epoch) {
-  const auto start = Clock::now();
+  const Stopwatch watch;
   model_->train();
   model_->ResetMemory();
   const std::vector<int64_t>& events = split_.train;
@@ -253,7 +247,7 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
                     "epoch %lld  batch %lld/%lld  loss %.4f  train AP %.4f  %.0f events/s",
                     static_cast<long long>(epoch), static_cast<long long>(b + 1),
                     static_cast<long long>(batches), loss_sum / (b + 1), ap_sum / (b + 1),
-                    static_cast<double>(begin + count) / SecondsSince(start));
+                    static_cast<double>(begin + count) / watch.Seconds());
       Progress(line);
     }
   }
@@ -261,7 +255,7 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
   record.epoch = epoch;
   record.loss = batches ? loss_sum / batches : 0;
   record.train_ap = batches ? ap_sum / batches : 0;
-  record.seconds = SecondsSince(start);
+  record.seconds = watch.Seconds();
   record.events_per_second = static_cast<double>(total) / record.seconds;
   return record;
 }
@@ -279,7 +273,7 @@ void Trainer::ReplayIntoMemory(const std::vector<int64_t>& events) {
 
 void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluation,
                           PeriodResult* result) {
-  const auto start = Clock::now();
+  const Stopwatch watch;
   model_->eval();
   torch::NoGradGuard no_grad;
   const int strategies = full_evaluation ? kNegativeStrategies : 1;
@@ -383,7 +377,7 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
     model_->ApplyEvents(batch.src, batch.dst, batch.ts, batch.features);
     for (int64_t i = 0; i < count; ++i) MarkSeen(batch.src[i], batch.dst[i]);
   }
-  result->seconds = SecondsSince(start);
+  result->seconds = watch.Seconds();
 }
 
 std::vector<EpochRecord> Trainer::Train() {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <future>
 
+#include "common/stopwatch.h"
 #include "model/checkpoint.h"
 #include "model/neighbor_sampler.h"
 #include "model/temporal_model.h"
@@ -24,10 +25,6 @@ int64_t SteadyMilliseconds() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -160,7 +157,7 @@ struct Engine::MemorySnapshot {
 std::shared_ptr<const Engine::MemorySnapshot> Engine::TakeMemorySnapshot() {
   auto snapshot = std::make_shared<MemorySnapshot>();
   std::lock_guard lock(model_mutex_);
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   snapshot->memory = cache_->TakeCheckpoint(checkpoint_written_.load());
   // Events of the open chunk are in the log but not in memory: replay covers them.
   snapshot->watermark = memory_through_;
@@ -172,12 +169,12 @@ std::shared_ptr<const Engine::MemorySnapshot> Engine::TakeMemorySnapshot() {
   snapshot->destinations.assign(
       destinations_.begin() + static_cast<ptrdiff_t>(snapshot->destinations_from),
       destinations_.end());
-  memory_thread_seconds_.snapshot += SecondsSince(start);
+  memory_thread_seconds_.snapshot += watch.Seconds();
   return snapshot;
 }
 
 Status Engine::WriteMemorySnapshot(const MemorySnapshot& snapshot) {
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   std::vector<storage::SourceCursor> cursors = {
       {kMemoryModelCursor, MemoryModelTag()},
       {kMemoryPendingCursor, EncodePending(*snapshot.memory)}};
@@ -196,7 +193,7 @@ Status Engine::WriteMemorySnapshot(const MemorySnapshot& snapshot) {
   destinations_written_ = snapshot.destinations_from + snapshot.destinations.size();
   checkpointed_at_ms_ = SteadyMilliseconds();
   spdlog::info("memory checkpoint at sequence {} ({} changed nodes, {:.2f} s)", snapshot.watermark,
-               snapshot.memory->states.size(), SecondsSince(start));
+               snapshot.memory->states.size(), watch.Seconds());
   return Status::Ok();
 }
 
@@ -311,7 +308,7 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
 
   // Restore the memory checkpoint, then replay the log after it in sequence-aligned chunks
   // (see engine.h): this thread reads and decodes while the memory thread runs the model.
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   uint64_t watermark = 0;
   status = result->LoadMemoryCheckpoint(&watermark);
   if (!status.ok()) return status;
@@ -335,7 +332,7 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   if (!status.ok()) return status;
   spdlog::info(
       "restored memory at sequence {}, replayed {} events in {:.2f} s ({} in the open chunk)",
-      watermark, total, SecondsSince(start), result->chunk_src_.size());
+      watermark, total, watch.Seconds(), result->chunk_src_.size());
   *engine = std::move(result);
   return Status::Ok();
 }
@@ -349,7 +346,7 @@ void Engine::FlushChunk() {
   omp_set_num_threads(options_.memory_threads);
 #endif
   std::lock_guard lock(model_mutex_);
-  const auto start = std::chrono::steady_clock::now();
+  Stopwatch watch;
   const double paged_in = cache_->page_in_seconds(), paged_out = cache_->page_out_seconds();
   cache_->BeginOperation();
   chunk_src_rows_.resize(chunk_src_.size());
@@ -357,15 +354,14 @@ void Engine::FlushChunk() {
   Status status = cache_->Rows(chunk_src_, chunk_src_rows_);
   if (status.ok()) status = cache_->Rows(chunk_dst_, chunk_dst_rows_);
   if (!status.ok()) throw std::runtime_error(status.ToString());
-  const auto rows_found = std::chrono::steady_clock::now();
   const double page_in = cache_->page_in_seconds() - paged_in;
   const double page_out = cache_->page_out_seconds() - paged_out;
   MemoryThreadSeconds& seconds = memory_thread_seconds_;
   seconds.page_in += page_in;
   seconds.page_out += page_out;
-  seconds.lookup += std::chrono::duration<double>(rows_found - start).count() - page_in - page_out;
+  seconds.lookup += watch.Lap() - page_in - page_out;
   model_->ApplyEvents(chunk_src_rows_, chunk_dst_rows_, chunk_ts_, chunk_features_);
-  seconds.apply += SecondsSince(rows_found);
+  seconds.apply += watch.Seconds();
   // The rows now pending (this chunk's endpoints) must stay until the next chunk commits them.
   chunk_src_rows_.insert(chunk_src_rows_.end(), chunk_dst_rows_.begin(), chunk_dst_rows_.end());
   cache_->SetPending(chunk_src_rows_);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/stopwatch.h"
+
 namespace tlp::server {
 namespace {
 
@@ -88,10 +90,9 @@ void IngestWriter::Run() {
     queued_events_ -= events;
     lock.unlock();
 
-    const auto start = std::chrono::steady_clock::now();
+    const Stopwatch watch;
     AppendGroup(group);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = watch.Seconds();
 
     lock.lock();
     if (events > 0) {

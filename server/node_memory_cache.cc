@@ -4,9 +4,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
+#include "common/stopwatch.h"
 #include "model/temporal_model.h"
 
 namespace tlp::server {
@@ -18,10 +18,6 @@ void AppendState(const storage::NodeStates& from, size_t i, storage::NodeStates*
   to->last_update_ts.push_back(from.last_update_ts[i]);
   const std::span<const float> memory = from.MemoryOf(i);
   to->memory.insert(to->memory.end(), memory.begin(), memory.end());
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -78,7 +74,7 @@ int64_t NodeMemoryCache::AllocateRow() {
 
 void NodeMemoryCache::EvictDirty(std::span<const int64_t> rows, std::span<const uint64_t> nodes) {
   if (rows.empty()) return;
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   const auto [memory, last_update] = model_.ReadRows(rows);
   const float* memory_data = memory.data_ptr<float>();
   const double* last_update_data = last_update.data_ptr<double>();
@@ -90,7 +86,7 @@ void NodeMemoryCache::EvictDirty(std::span<const int64_t> rows, std::span<const 
     evicted_.memory.insert(evicted_.memory.end(), memory_data + i * dim_,
                            memory_data + (i + 1) * dim_);
   }
-  page_out_seconds_ += SecondsSince(start);
+  page_out_seconds_ += watch.Seconds();
 }
 
 Status NodeMemoryCache::LoadStates(std::span<const uint64_t> nodes, storage::NodeStates* states) {
@@ -165,7 +161,7 @@ Status NodeMemoryCache::Rows(std::span<const uint64_t> nodes, std::span<int64_t>
   if (has_memory_) EvictDirty(victim_rows, victim_nodes);
   model_.EnsureNodes(static_cast<int64_t>(node_of_row_.size()));
   if (!has_memory_) return Status::Ok();  // rows are never dirty without memory
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   loaded.Clear(dim_);
   if (Status status = LoadStates(missing, &loaded); !status.ok()) {
     for (size_t i = 0; i < missing.size(); ++i) {  // not resident after all
@@ -184,7 +180,7 @@ Status NodeMemoryCache::Rows(std::span<const uint64_t> nodes, std::span<int64_t>
                        torch::kFloat32),
       torch::from_blob(loaded.last_update_ts.data(), {static_cast<int64_t>(missing.size())},
                        torch::kFloat64));
-  page_in_seconds_ += SecondsSince(start);
+  page_in_seconds_ += watch.Seconds();
   return Status::Ok();
 }
 

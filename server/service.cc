@@ -3,20 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <unordered_set>
 
+#include "common/stopwatch.h"
 #include "server/request_validation.h"
 
 namespace tlp::server {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 void FillMetrics(const EndpointMetrics& metrics, tlp::v1::RepresentationMetrics* out) {
   out->set_representation_norm(metrics.representation_norm);
@@ -99,7 +93,7 @@ void TemporalLinkService::SetReady(Engine& engine, ScoreBatcher& batcher, Ingest
 
 Status TemporalLinkService::IngestOne(grpc::ServerContext* context, const EventBatch& batch,
                                       size_t first_index, tlp::v1::IngestSummary* summary) {
-  const auto start = Clock::now();
+  const Stopwatch watch;
   storage::AppendResult result;
   int64_t retry_after_ms = 0;
   Status status = writer_.load(std::memory_order_acquire)->Write(batch, &result, &retry_after_ms);
@@ -130,7 +124,7 @@ Status TemporalLinkService::IngestOne(grpc::ServerContext* context, const EventB
         .Increment(static_cast<double>(result.accepted));
     metrics_->ingest_events.Add({{"result", "duplicate"}})
         .Increment(static_cast<double>(result.duplicates));
-    metrics_->ingest_latency.Observe(SecondsSince(start));
+    metrics_->ingest_latency.Observe(watch.Seconds());
     metrics_->ingest_batch_size.Observe(static_cast<double>(batch.size()));
   }
   return Status::Ok();
@@ -198,10 +192,10 @@ grpc::Status TemporalLinkService::HandleIngestEvents(grpc::ServerContext* contex
 Status TemporalLinkService::Score(std::span<const LinkQuery> queries,
                                   std::vector<LinkScore>* scores,
                                   std::chrono::system_clock::time_point deadline) {
-  const auto start = Clock::now();
+  const Stopwatch watch;
   Status status = batcher_.load(std::memory_order_acquire)->Score(queries, scores, deadline);
   if (status.ok() && metrics_) {
-    metrics_->score_latency.Observe(SecondsSince(start));
+    metrics_->score_latency.Observe(watch.Seconds());
     static const prometheus::Histogram::BucketBoundaries kNormBuckets = {0.5, 1,  2,  4,
                                                                          8,   16, 32, 64};
     static const prometheus::Histogram::BucketBoundaries kCountBuckets = {0.5, 1,  2,  3, 5,
