@@ -39,7 +39,7 @@ NeighborIndex::~NeighborIndex() = default;
 
 size_t NeighborIndex::SlotBytes(uint32_t cached_per_node, uint32_t feature_dim) {
   return cached_per_node * (sizeof(Neighbor) + sizeof(float) * feature_dim) + sizeof(uint64_t) +
-         sizeof(double) + sizeof(uint32_t) + 1;
+         sizeof(double) + 2 * sizeof(uint32_t) + 1;
 }
 
 uint32_t NeighborIndex::AppendSlot(uint64_t node, double floor) {
@@ -47,6 +47,7 @@ uint32_t NeighborIndex::AppendSlot(uint64_t node, double floor) {
   owner_.push_back(node);
   floor_.push_back(floor);
   cached_.push_back(0);
+  start_.push_back(0);
   entries_.resize(entries_.size() + cached_per_node_);
   features_.resize(features_.size() + static_cast<size_t>(cached_per_node_) * feature_dim_);
   return slot;
@@ -67,6 +68,7 @@ uint32_t NeighborIndex::TakeSlot(uint64_t node, double floor) {
     owner_[slot] = node;
     floor_[slot] = floor;
     cached_[slot] = 0;
+    start_[slot] = 0;
   }
   used_[slot].store(1, std::memory_order_relaxed);
   return slot;
@@ -115,28 +117,33 @@ void NeighborIndex::CacheRow(uint32_t slot, uint64_t neighbor, double ts, uint64
                              std::span<const float> features) {
   if (ts <= floor_[slot]) return;  // older than the slot covers: only RocksDB keeps it
   const size_t capacity = cached_per_node_;
-  Neighbor* row = entries_.data() + slot * capacity;
-  float* feature_row = features_.data() + slot * capacity * feature_dim_;
+  Neighbor* cells = entries_.data() + slot * capacity;
+  float* feature_cells = features_.data() + slot * capacity * feature_dim_;
   uint32_t& count = cached_[slot];
   // Keep ascending (ts, sequence); events arrive almost sorted, so the insertion point is at or
-  // near the end. When full, the oldest entry falls out.
+  // near the end. When full, the oldest row falls out: the ring turns by one, and its cell is
+  // the newest row's.
   const Neighbor incoming{neighbor, ts, sequence};
-  size_t position = count;
-  while (position > 0 && incoming.Before(row[position - 1])) --position;
+  size_t position = count;  // logical row before which `incoming` goes
+  while (position > 0 && incoming.Before(cells[CellOf(slot, position - 1)])) --position;
   if (count == capacity) {
     if (position == 0) return;  // older than everything cached: only RocksDB keeps it
-    std::move(row + 1, row + position, row);
-    std::move(feature_row + feature_dim_, feature_row + position * feature_dim_, feature_row);
+    start_[slot] = static_cast<uint32_t>(CellOf(slot, 1));
     --position;
   } else {
-    std::move_backward(row + position, row + count, row + count + 1);
-    std::move_backward(feature_row + position * feature_dim_, feature_row + count * feature_dim_,
-                       feature_row + (count + 1) * feature_dim_);
     ++count;
   }
-  row[position] = incoming;
+  // Rows after the insertion point move up by one (none when it is at the end, the usual case).
+  for (size_t row = count - 1; row > position; --row) {
+    const size_t to = CellOf(slot, row), from = CellOf(slot, row - 1);
+    cells[to] = cells[from];
+    std::copy_n(feature_cells + from * feature_dim_, feature_dim_,
+                feature_cells + to * feature_dim_);
+  }
+  const size_t cell = CellOf(slot, position);
+  cells[cell] = incoming;
   if (feature_dim_ > 0)
-    std::copy(features.begin(), features.end(), feature_row + position * feature_dim_);
+    std::copy(features.begin(), features.end(), feature_cells + cell * feature_dim_);
 }
 
 void NeighborIndex::LinkPreviousEpochs(std::span<EpochLink> links) const {
@@ -165,6 +172,7 @@ Status NeighborIndex::Rebuild() {
   owner_.clear();
   floor_.clear();
   cached_.clear();
+  start_.clear();
   entries_.clear();
   features_.clear();
   clock_hand_ = 0;
@@ -201,6 +209,7 @@ Status NeighborIndex::Rebuild() {
       owner_[slot] = node;
       floor_[slot] = floor;
       cached_[slot] = 0;
+      start_[slot] = 0;
       slot_newest[slot] = entry.newest_ts;
     }
     holders.emplace(entry.newest_ts, slot);
@@ -216,6 +225,9 @@ Status NeighborIndex::Rebuild() {
     if (rows.empty()) return;
     Neighbor* cached = entries_.data() + static_cast<size_t>(slot) * cached_per_node_;
     uint32_t& count = cached_[slot];
+    // In order, as the moves below assume (features are not read yet, so only the rows turn).
+    std::rotate(cached, cached + start_[slot], cached + count);
+    start_[slot] = 0;
     const Neighbor& last = cached[count > 0 ? count - 1 : 0];
     if (count > 0 && rows.front().Before(last)) {
       for (const Neighbor& row : rows) CacheRow(slot, row.node, row.ts, row.sequence, {});
@@ -292,27 +304,32 @@ bool NeighborIndex::FromCache(uint64_t node, double before, size_t k, size_t row
   const uint32_t slot = it->second.slot;
   if (slot == kNoSlot) return false;
   used_[slot].store(1, std::memory_order_relaxed);
-  const Neighbor* entries = entries_.data() + static_cast<size_t>(slot) * cached_per_node_;
+  const Neighbor* cells = entries_.data() + static_cast<size_t>(slot) * cached_per_node_;
   const uint32_t count = cached_[slot];
-  const Neighbor* end = std::lower_bound(entries, entries + count, before,
-                                         [](const Neighbor& n, double t) { return n.ts < t; });
-  const size_t available = end - entries;
+  // Rows [0, available) of the slot have ts < before.
+  size_t available = 0;
+  for (size_t high = count; available < high;) {
+    const size_t middle = available + (high - available) / 2;
+    if (cells[CellOf(slot, middle)].ts < before) {
+      available = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
   const bool complete_history =
       it->second.degree == count && floor_[slot] == -std::numeric_limits<double>::infinity();
   if (available < k && !complete_history) return false;
   const size_t taken = std::min(available, k);
   Neighbor* target = out->neighbors.data() + row * k;
-  for (size_t i = 0; i < taken; ++i) target[i] = *(end - 1 - i);
-  out->counts[row] = static_cast<uint32_t>(taken);
-  if (feature_dim_ > 0) {
-    const float* source =
-        features_.data() + static_cast<size_t>(slot) * cached_per_node_ * feature_dim_;
-    for (size_t i = 0; i < taken; ++i) {
-      const size_t index = (end - entries) - 1 - i;
-      std::copy_n(source + index * feature_dim_, feature_dim_,
-                  out->features.data() + (row * k + i) * feature_dim_);
-    }
+  const float* feature_cells =
+      features_.data() + static_cast<size_t>(slot) * cached_per_node_ * feature_dim_;
+  for (size_t i = 0; i < taken; ++i) {
+    const size_t cell = CellOf(slot, available - 1 - i);
+    target[i] = cells[cell];
+    std::copy_n(feature_cells + cell * feature_dim_, feature_dim_,
+                out->features.data() + (row * k + i) * feature_dim_);
   }
+  out->counts[row] = static_cast<uint32_t>(taken);
   return true;
 }
 

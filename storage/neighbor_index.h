@@ -10,6 +10,8 @@
 // beyond ~50 bytes of bookkeeping each (degree, newest ts, slot, epochs). Slots are taken by writes
 // and recycled CLOCK-wise (a lookup or a write marks a slot used). A recycled slot covers only
 // events newer than its node's newest ts when it was taken (its floor); older ones stay in RocksDB.
+// A slot's rows are a ring, so that a full slot takes its newest row in place of its oldest
+// without moving the others: a stream's hot destinations are full and take a row every event.
 // Reads may run concurrently with the single writer; the lock is never held across RocksDB I/O.
 #pragma once
 
@@ -113,6 +115,12 @@ class NeighborIndex {
   };
   // Counts `rows` rows of an entry in `epoch`, the newest at `newest_ts` (write lock held).
   void Count(NodeEntry* entry, bool first, double newest_ts, uint32_t epoch, uint64_t rows);
+  // Where a slot's logical row (0 = its oldest) is in entries_ and features_, as an index into the
+  // slot's K cells.
+  size_t CellOf(uint32_t slot, size_t row) const {
+    const size_t cell = start_[slot] + row;
+    return cell < cached_per_node_ ? cell : cell - cached_per_node_;
+  }
   // Puts one row into a slot unless older than the slot covers (write lock held).
   void CacheRow(uint32_t slot, uint64_t neighbor, double ts, uint64_t sequence,
                 std::span<const float> features);
@@ -135,9 +143,12 @@ class NeighborIndex {
   std::unordered_map<uint64_t, NodeEntry> nodes_;  // every node ever seen
   std::vector<double> epoch_max_ts_;               // per epoch: newest ts of its rows
   std::vector<uint64_t> owner_;                    // per slot: its node
-  std::vector<double> floor_;      // per slot: holds every event with ts > floor (-inf: all)
-  std::vector<uint32_t> cached_;   // per slot: entries held (<= K)
-  std::vector<Neighbor> entries_;  // [slot x K], ascending ts
+  std::vector<double> floor_;     // per slot: holds every event with ts > floor (-inf: all)
+  std::vector<uint32_t> cached_;  // per slot: entries held (<= K)
+  // Per slot: the cell of its oldest row; 0 unless the slot is full, so a slot that is not
+  // full holds its rows in cells [0, count).
+  std::vector<uint32_t> start_;
+  std::vector<Neighbor> entries_;  // [slot x K], a ring per slot ascending in (ts, sequence)
   std::vector<float> features_;    // [slot x K x feature_dim]
   // Per slot: used since the clock hand last passed. Set by readers under the shared lock.
   std::unique_ptr<std::atomic<uint8_t>[]> used_;
