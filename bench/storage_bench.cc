@@ -95,7 +95,8 @@ BENCHMARK(BM_Append)
 void BM_RawWriteBatch(benchmark::State& state) {
   constexpr size_t kBatch = 10000;
   const std::string dir = FreshDir("raw");
-  rocksdb::Options options = tlp::storage::DatabaseOptions();
+  rocksdb::Options options =
+      tlp::storage::DatabaseOptions(tlp::storage::StoreOptions().block_cache_bytes);
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   std::vector<rocksdb::ColumnFamilyDescriptor> families;

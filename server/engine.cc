@@ -297,6 +297,7 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   store_options.lateness_seconds = options.lateness_seconds;
   store_options.sync = options.sync_writes;
   store_options.neighbor_cache_bytes = options.neighbor_cache_mb << 20;
+  store_options.block_cache_bytes = options.block_cache_mb << 20;
   status = storage::TemporalStore::Open(options.data_dir, store_options, &result->store_);
   if (!status.ok()) return status;
   // Bytes a resident row costs: its memory and last update in the model, the cache's

@@ -65,6 +65,8 @@ struct EngineOptions {
   double checkpoint_every_seconds = 300;
   // Memory for cached neighbour lists (storage::StoreOptions::neighbor_cache_bytes), MiB.
   size_t neighbor_cache_mb = 1024;
+  // RocksDB's block cache (storage::StoreOptions::block_cache_bytes), MiB.
+  size_t block_cache_mb = 256;
   // Discards the stored node memory at open and rebuilds it from the whole log.
   bool rebuild_memory = false;
   // Memory for resident node memory rows (NodeMemoryCache); the rest stays in RocksDB.

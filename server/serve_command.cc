@@ -177,6 +177,7 @@ void Daemon::ExportStats() {
     metrics.live_sst_bytes.Set(static_cast<double>(stats.live_sst_bytes));
     metrics.pending_compaction_bytes.Set(static_cast<double>(stats.pending_compaction_bytes));
     metrics.memtable_bytes.Set(static_cast<double>(stats.memtable_bytes));
+    metrics.block_cache_bytes.Set(static_cast<double>(stats.block_cache_bytes));
     metrics.events_applied.Set(static_cast<double>(engine_->Info().events_applied));
     metrics.memory_lag_events.Set(static_cast<double>(engine_->MemoryLagEvents()));
     metrics.checkpoint_age.Set(engine_->SecondsSinceCheckpoint());
@@ -309,6 +310,11 @@ void AddServeCommand(CLI::App& app) {
                         "Memory for cached neighbour lists of recently active nodes; others are "
                         "read from RocksDB"),
       "TLPD_NEIGHBOR_CACHE_MB");
+  FromEnvironment(
+      serve->add_option("--block-cache-mb", options.engine.block_cache_mb,
+                        "RocksDB's block cache, shared by all column families: table blocks "
+                        "read for node memory misses and for neighbour lists beyond their cache"),
+      "TLPD_BLOCK_CACHE_MB");
   FromEnvironment(
       serve->add_option_function<size_t>(
           "--node-memory-cache-mb",

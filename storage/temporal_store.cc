@@ -73,7 +73,7 @@ Status TemporalStore::Open(const std::string& path, const StoreOptions& options,
   std::unique_ptr<TemporalStore> result(new TemporalStore());
   result->path_ = path;
   result->options_ = options;
-  rocksdb::Options db_options = DatabaseOptions();
+  rocksdb::Options db_options = DatabaseOptions(options.block_cache_bytes);
   const bool exists = std::filesystem::exists(std::filesystem::path(path) / "CURRENT");
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   if (!exists) {
@@ -586,6 +586,9 @@ StoreStats TemporalStore::Stats() const {
     if (db_->GetIntProperty(handle, "rocksdb.cur-size-all-mem-tables", &value))
       stats.memtable_bytes += value;
   }
+  // Shared by all families: read once, not summed.
+  db_->GetIntProperty(events_, "rocksdb.block-cache-usage", &stats.block_cache_bytes);
+  db_->GetIntProperty(events_, "rocksdb.block-cache-capacity", &stats.block_cache_capacity_bytes);
   return stats;
 }
 

@@ -55,6 +55,9 @@ struct StoreOptions {
   // nodes get a slot as fit (~770 bytes each without edge features; 1 GiB = ~1.4M nodes).
   uint32_t cached_neighbors = 32;
   size_t neighbor_cache_bytes = size_t{1} << 30;
+  // RocksDB's block cache, shared by all column families: the table blocks of node memory
+  // misses and of neighbour lookups beyond the neighbour cache.
+  size_t block_cache_bytes = size_t{256} << 20;
   // Adjacency epochs of a new store span 2^bits store sequences (an existing store keeps its
   // own): large enough that a node's recent rows are mostly in one epoch, small enough that a
   // memtable flush overlaps only the newest epoch's files (~330 MB of rows at 2^22).
@@ -104,6 +107,8 @@ struct StoreStats {
   uint64_t live_sst_bytes = 0;
   uint64_t pending_compaction_bytes = 0;
   uint64_t memtable_bytes = 0;
+  uint64_t block_cache_bytes = 0;           // in use (one cache for all column families)
+  uint64_t block_cache_capacity_bytes = 0;  // StoreOptions::block_cache_bytes
 };
 
 class TemporalStore {

@@ -367,6 +367,40 @@ TEST_F(StoreTest, NodeStatesWatermarkAndCursorsSurviveReopenAsOneCut) {
   EXPECT_EQ(states.found, (std::vector<uint8_t>{0, 0, 0}));
 }
 
+// Every column family reads through the one block cache of StoreOptions::block_cache_bytes:
+// node states read back from table files (the memtables were flushed at close) occupy it.
+TEST_F(StoreTest, TableReadsShareTheConfiguredBlockCache) {
+  StoreOptions options;
+  options.block_cache_bytes = 3 << 20;
+  constexpr uint32_t kDim = 4;
+  NodeStates states;
+  states.Clear(kDim);
+  for (uint64_t node = 1; node <= 2000; ++node) {
+    states.nodes.push_back(node);
+    states.last_update_ts.push_back(static_cast<double>(node));
+    states.memory.insert(states.memory.end(), kDim, static_cast<float>(node));
+  }
+  {
+    auto store = OpenStore(options);
+    ASSERT_TRUE(store->SaveNodeStates(states, 1).ok());
+    EventBatch batch;
+    for (uint64_t i = 1; i <= 100; ++i) batch.Add(i, i + 1, static_cast<double>(i));
+    AppendResult result;
+    ASSERT_TRUE(store->Append(batch, &result).ok());
+  }
+  auto store = OpenStore(options);
+  StoreStats stats = store->Stats();
+  EXPECT_EQ(stats.block_cache_capacity_bytes, options.block_cache_bytes);
+  const uint64_t before = stats.block_cache_bytes;
+  NodeStates read;
+  read.dim = kDim;
+  ASSERT_TRUE(store->GetNodeStates(states.nodes, &read).ok());
+  EXPECT_EQ(read.memory, states.memory);
+  stats = store->Stats();
+  EXPECT_GT(stats.block_cache_bytes, before);  // node_state's blocks
+  EXPECT_LE(stats.block_cache_bytes, options.block_cache_bytes);
+}
+
 TEST_F(StoreTest, CheckpointOpensAsAStore) {
   auto store = OpenStore();
   EventBatch batch;
