@@ -368,6 +368,7 @@ void Engine::FlushChunk() {
   cache_->SetPending(chunk_src_rows_);
   events_applied_ += chunk_src_.size();
   memory_through_ = applied_through_;
+  cache_->DropPrefetchedThrough(memory_through_);
   chunk_src_.clear();
   chunk_dst_.clear();
   chunk_ts_.clear();
@@ -431,7 +432,67 @@ void Engine::QueueForMemory(const EventBatch& batch, uint64_t first_sequence,
   memory_work_.notify_one();
 }
 
+void Engine::AdvanceReadAhead(ReadAhead* read_ahead) {
+  if (!model_->config().has_memory()) return;  // nothing is read on a miss
+  if (read_ahead->reading.valid()) {
+    const Stopwatch watch;
+    std::shared_ptr<const PrefetchedStates> read = read_ahead->reading.get();
+    std::lock_guard lock(model_mutex_);
+    memory_thread_seconds_.page_in += watch.Seconds();
+    if (read) cache_->AddPrefetched(std::move(read));
+  }
+  // Whole work items, from the first not read ahead yet, up to ~kMaxEvents; nothing under
+  // kMinEvents, so that a stream of small items does not start a read for each.
+  constexpr size_t kMinEvents = 1000, kMaxEvents = 10000;
+  std::vector<uint64_t>& nodes = read_ahead->nodes;
+  nodes.clear();
+  uint64_t through = read_ahead->through;
+  {
+    std::lock_guard lock(memory_queue_mutex_);
+    for (const MemoryWork& work : memory_queue_) {
+      const uint64_t last = work.first_sequence + work.size() - 1;
+      if (last <= through) continue;
+      nodes.insert(nodes.end(), work.src.begin(), work.src.end());
+      nodes.insert(nodes.end(), work.dst.begin(), work.dst.end());
+      through = last;
+      if (nodes.size() >= 2 * kMaxEvents) break;
+    }
+  }
+  if (nodes.size() < 2 * kMinEvents) return;
+  read_ahead->through = through;
+  std::vector<uint64_t> missing;
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(model_mutex_);
+    const Stopwatch watch;
+    cache_->AppendNotResident(nodes, &missing);
+    generation = cache_->generation();
+    memory_thread_seconds_.lookup += watch.Seconds();
+  }
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  if (missing.empty()) return;
+  const auto dim = static_cast<uint32_t>(model_->config().memory_dim);
+  read_ahead->reading = std::async(std::launch::async,
+                                   [this, missing = std::move(missing), generation, through,
+                                    dim]() -> std::shared_ptr<const PrefetchedStates> {
+                                     auto read = std::make_shared<PrefetchedStates>();
+                                     read->generation = generation;
+                                     read->through_sequence = through;
+                                     read->states.Clear(dim);
+                                     // A failed read is not an error here: the misses are read
+                                     // again when they happen.
+                                     if (!store_->GetNodeStates(missing, &read->states).ok())
+                                       return nullptr;
+                                     read->index.reserve(missing.size());
+                                     for (size_t i = 0; i < missing.size(); ++i)
+                                       read->index.emplace(missing[i], i);
+                                     return read;
+                                   });
+}
+
 void Engine::RunMemoryThread() {
+  ReadAhead read_ahead;
   while (true) {
     MemoryWork work;
     Status failed;
@@ -445,6 +506,7 @@ void Engine::RunMemoryThread() {
     }
     if (failed.ok()) {
       try {
+        AdvanceReadAhead(&read_ahead);
         ApplyToMemory(work);
       } catch (const std::exception& error) {
         failed = Status::Internal(std::string("node memory update failed: ") + error.what());

@@ -180,6 +180,16 @@ class Engine {
   void QueueForMemory(const EventBatch& batch, uint64_t first_sequence,
                       std::span<const uint8_t> skip = {});
   void RunMemoryThread();
+  // The memory thread's read-ahead of node memory misses (NodeMemoryCache::AddPrefetched): the
+  // read in flight, and the last sequence of the queued work read ahead so far.
+  struct ReadAhead {
+    std::future<std::shared_ptr<const PrefetchedStates>> reading;
+    uint64_t through = 0;
+    std::vector<uint64_t> nodes;
+  };
+  // Hands the read in flight to the cache (waiting for it: it covers the work about to be
+  // applied), then starts reading what queued work after it will miss, on another thread.
+  void AdvanceReadAhead(ReadAhead* read_ahead);
   // Adds one work item to the open chunk, flushing at every chunk boundary (memory thread).
   void ApplyToMemory(const MemoryWork& work);
   void FlushChunk();

@@ -94,6 +94,12 @@ Metrics::Metrics(const std::string& address)
                                 .Help("Node memory rows evicted from the cache")
                                 .Register(*registry_)
                                 .Add({})),
+      node_memory_read_ahead(prometheus::BuildCounter()
+                                 .Name("tlpd_node_memory_read_ahead_total")
+                                 .Help("Node memory misses served by a read made ahead of them, "
+                                       "off the memory thread")
+                                 .Register(*registry_)
+                                 .Add({})),
       node_memory_resident(Gauge(*registry_, "tlpd_node_memory_resident_nodes",
                                  "Nodes whose memory is resident in the cache")),
       node_memory_dirty(Gauge(*registry_, "tlpd_node_memory_dirty_nodes",

@@ -53,6 +53,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& neighbor_lookups;     // label result (hit, miss)
   prometheus::Family<prometheus::Counter>& node_memory_lookups;  // label result (hit, miss)
   prometheus::Counter& node_memory_evictions;
+  prometheus::Counter& node_memory_read_ahead;
   prometheus::Gauge& node_memory_resident;
   prometheus::Gauge& node_memory_dirty;
   prometheus::Family<prometheus::Counter>& memory_thread_seconds;  // label stage

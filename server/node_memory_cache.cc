@@ -89,8 +89,64 @@ void NodeMemoryCache::EvictDirty(std::span<const int64_t> rows, std::span<const 
   page_out_seconds_ += watch.Seconds();
 }
 
+void NodeMemoryCache::AppendNotResident(std::span<const uint64_t> nodes,
+                                        std::vector<uint64_t>* missing) const {
+  for (const uint64_t node : nodes) {
+    if (!row_of_.contains(node)) missing->push_back(node);
+  }
+}
+
+void NodeMemoryCache::AddPrefetched(std::shared_ptr<const PrefetchedStates> prefetched) {
+  if (prefetched->generation == generation_) prefetched_.push_back(std::move(prefetched));
+}
+
+void NodeMemoryCache::DropPrefetchedThrough(uint64_t sequence) {
+  std::erase_if(prefetched_, [sequence](const std::shared_ptr<const PrefetchedStates>& read) {
+    return read->through_sequence <= sequence;
+  });
+}
+
+Status NodeMemoryCache::ReadStored(std::span<const uint64_t> nodes, storage::NodeStates* states) {
+  if (prefetched_.empty()) return store_.GetNodeStates(nodes, states);  // zeros where not stored
+  thread_local std::vector<uint64_t> unread;
+  thread_local std::vector<size_t> unread_positions;
+  thread_local storage::NodeStates read;
+  unread.clear();
+  unread_positions.clear();
+  states->nodes.assign(nodes.begin(), nodes.end());
+  states->last_update_ts.assign(nodes.size(), 0.0);
+  states->memory.assign(nodes.size() * dim_, 0.0f);
+  states->found.assign(nodes.size(), 0);
+  auto copy = [&](const storage::NodeStates& from, size_t position, size_t i) {
+    states->last_update_ts[i] = from.last_update_ts[position];
+    std::memcpy(states->memory.data() + i * dim_, from.MemoryOf(position).data(),
+                dim_ * sizeof(float));
+    states->found[i] = from.found[position];
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    bool taken = false;
+    for (const auto& prefetched : prefetched_) {
+      if (const auto it = prefetched->index.find(nodes[i]); it != prefetched->index.end()) {
+        copy(prefetched->states, it->second, i);
+        taken = true;
+        ++prefetched_used_;
+        break;
+      }
+    }
+    if (!taken) {
+      unread.push_back(nodes[i]);
+      unread_positions.push_back(i);
+    }
+  }
+  if (unread.empty()) return Status::Ok();
+  read.Clear(dim_);
+  if (Status status = store_.GetNodeStates(unread, &read); !status.ok()) return status;
+  for (size_t j = 0; j < unread.size(); ++j) copy(read, j, unread_positions[j]);
+  return Status::Ok();
+}
+
 Status NodeMemoryCache::LoadStates(std::span<const uint64_t> nodes, storage::NodeStates* states) {
-  Status status = store_.GetNodeStates(nodes, states);  // zeros where not stored
+  Status status = ReadStored(nodes, states);
   if (!status.ok()) return status;
   // Newer than RocksDB: rows evicted dirty since the last checkpoint, then that checkpoint's
   // rows (it may still be being written).
@@ -196,6 +252,10 @@ void NodeMemoryCache::SetPending(std::span<const int64_t> rows) {
 bool NodeMemoryCache::CheckpointDue() const { return evicted_.size() >= capacity_ / 4; }
 
 std::shared_ptr<const MemoryCheckpoint> NodeMemoryCache::TakeCheckpoint(bool previous_written) {
+  // From here on the store changes under reads made before: they may miss this checkpoint's
+  // rows once a later one is the last.
+  ++generation_;
+  prefetched_.clear();
   auto checkpoint = std::make_shared<MemoryCheckpoint>();
   storage::NodeStates& states = checkpoint->states;
   states.Clear(dim_);
@@ -264,6 +324,7 @@ MemoryCacheStats NodeMemoryCache::stats() const {
   stats.hits = hits_;
   stats.misses = misses_;
   stats.evictions = evictions_;
+  stats.prefetched = prefetched_used_;
   stats.resident_rows = row_of_.size();
   stats.capacity_rows = capacity_;
   stats.dirty_rows = static_cast<size_t>(std::count(dirty_.begin(), dirty_.end(), 1));

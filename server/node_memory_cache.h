@@ -13,6 +13,10 @@
 // evicted: one operation may need more rows than the capacity (a 20,000-pair Score touches
 // ~220,000 nodes); then the rows grow past it (logged once) instead of failing.
 //
+// Misses can be read ahead (Prefetch*): the store's states of nodes that work still queued will
+// need, read on another thread while the model works; a checkpoint taken after the read began
+// makes such a read unusable, as the store it read is no longer the one behind the cache.
+//
 // Not thread-safe: the engine calls it under its model lock.
 #pragma once
 
@@ -42,8 +46,18 @@ struct MemoryCheckpoint {
   size_t pending_width = 0;
 };
 
+// States read from the store ahead of their use, for the misses of queued work (see
+// NodeMemoryCache::AddPrefetched).
+struct PrefetchedStates {
+  uint64_t generation = 0;        // NodeMemoryCache::generation() when the read began
+  uint64_t through_sequence = 0;  // the queued work they were read for ends here
+  storage::NodeStates states;
+  std::unordered_map<uint64_t, size_t> index;  // node -> position in states
+};
+
 struct MemoryCacheStats {
   uint64_t hits = 0, misses = 0, evictions = 0;
+  uint64_t prefetched = 0;  // misses served by a read-ahead instead of a read of their own
   size_t resident_rows = 0, capacity_rows = 0, dirty_rows = 0, evicted_dirty_rows = 0;
   // Time spent paging since construction: misses read from the store (or the side table) into
   // rows, and changed rows of evicted nodes copied to the side table.
@@ -63,6 +77,17 @@ class NodeMemoryCache {
   // checkpoint, or RocksDB in one MultiGet; zeros for nodes never stored).
   Status Rows(std::span<const uint64_t> nodes, std::span<int64_t> rows);
   uint64_t NodeOf(int64_t row) const { return node_of_row_[static_cast<size_t>(row)]; }
+
+  // Read-ahead of misses. Which of `nodes` are not resident (each once, appended to `missing`):
+  // the ones worth reading ahead.
+  void AppendNotResident(std::span<const uint64_t> nodes, std::vector<uint64_t>* missing) const;
+  // Checkpoints taken so far: a read of the store is current while this stays the same.
+  uint64_t generation() const { return generation_; }
+  // Makes `prefetched` the source of its nodes' misses instead of the store (the side table and
+  // the last checkpoint still come first), unless a checkpoint was taken since its read began.
+  void AddPrefetched(std::shared_ptr<const PrefetchedStates> prefetched);
+  // Drops the reads made for work up to `sequence` (applied now).
+  void DropPrefetchedThrough(uint64_t sequence);
 
   // Makes the pending messages of a checkpoint the model's (on open, before any chunk).
   Status RestorePending(const MemoryCheckpoint& checkpoint);
@@ -85,6 +110,8 @@ class NodeMemoryCache {
   // A row for a node not resident: a free row, a victim, or a new row past the capacity.
   int64_t AllocateRow();
   int64_t AddRow();  // a new, empty row at the end
+  // States of `nodes` as the store holds them: read ahead, or read now.
+  Status ReadStored(std::span<const uint64_t> nodes, storage::NodeStates* states);
   // States of `nodes` (none resident) from the side table, the last checkpoint, or the store.
   Status LoadStates(std::span<const uint64_t> nodes, storage::NodeStates* states);
   // Copies the memory of `rows` (last held by `nodes`) to the side table.
@@ -110,8 +137,10 @@ class NodeMemoryCache {
   storage::NodeStates evicted_;
   std::unordered_map<uint64_t, size_t> evicted_index_;
   std::shared_ptr<const MemoryCheckpoint> last_checkpoint_;
+  uint64_t generation_ = 0;
+  std::vector<std::shared_ptr<const PrefetchedStates>> prefetched_;  // oldest first
 
-  uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
+  uint64_t hits_ = 0, misses_ = 0, evictions_ = 0, prefetched_used_ = 0;
   double page_in_seconds_ = 0, page_out_seconds_ = 0;
 };
 

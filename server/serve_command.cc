@@ -200,6 +200,8 @@ void Daemon::ExportStats() {
         .Increment(static_cast<double>(cache.misses - cache_exported.misses));
     metrics.node_memory_evictions.Increment(
         static_cast<double>(cache.evictions - cache_exported.evictions));
+    metrics.node_memory_read_ahead.Increment(
+        static_cast<double>(cache.prefetched - cache_exported.prefetched));
     metrics.node_memory_resident.Set(static_cast<double>(cache.resident_rows));
     metrics.node_memory_dirty.Set(static_cast<double>(cache.dirty_rows + cache.evicted_dirty_rows));
     cache_exported = cache;
