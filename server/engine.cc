@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <system_error>
 
 #include "common/stopwatch.h"
 #include "model/checkpoint.h"
@@ -437,8 +438,9 @@ void Engine::AdvanceReadAhead(ReadAhead* read_ahead) {
   if (read_ahead->reading.valid()) {
     const Stopwatch watch;
     std::shared_ptr<const PrefetchedStates> read = read_ahead->reading.get();
+    const double waited = watch.Seconds();
     std::lock_guard lock(model_mutex_);
-    memory_thread_seconds_.page_in += watch.Seconds();
+    memory_thread_seconds_.page_in += waited;  // not the wait for the lock (scoring may hold it)
     if (read) cache_->AddPrefetched(std::move(read));
   }
   // Whole work items, from the first not read ahead yet, up to ~kMaxEvents; nothing under
@@ -473,22 +475,24 @@ void Engine::AdvanceReadAhead(ReadAhead* read_ahead) {
   missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
   if (missing.empty()) return;
   const auto dim = static_cast<uint32_t>(model_->config().memory_dim);
-  read_ahead->reading = std::async(std::launch::async,
-                                   [this, missing = std::move(missing), generation, through,
-                                    dim]() -> std::shared_ptr<const PrefetchedStates> {
-                                     auto read = std::make_shared<PrefetchedStates>();
-                                     read->generation = generation;
-                                     read->through_sequence = through;
-                                     read->states.Clear(dim);
-                                     // A failed read is not an error here: the misses are read
-                                     // again when they happen.
-                                     if (!store_->GetNodeStates(missing, &read->states).ok())
-                                       return nullptr;
-                                     read->index.reserve(missing.size());
-                                     for (size_t i = 0; i < missing.size(); ++i)
-                                       read->index.emplace(missing[i], i);
-                                     return read;
-                                   });
+  auto read = [this, missing = std::move(missing), generation, through, dim]() {
+    auto states = std::make_shared<PrefetchedStates>();
+    states->generation = generation;
+    states->through_sequence = through;
+    states->states.Clear(dim);
+    // A failed read is not an error here: its misses are read again when they happen.
+    if (!store_->GetNodeStates(missing, &states->states).ok()) {
+      return std::shared_ptr<const PrefetchedStates>();
+    }
+    states->index.reserve(missing.size());
+    for (size_t i = 0; i < missing.size(); ++i) states->index.emplace(missing[i], i);
+    return std::shared_ptr<const PrefetchedStates>(std::move(states));
+  };
+  try {
+    read_ahead->reading = std::async(std::launch::async, std::move(read));
+  } catch (const std::system_error& error) {  // no thread for it: the misses wait for reads
+    spdlog::warn("node memory read-ahead skipped: {}", error.what());
+  }
 }
 
 void Engine::RunMemoryThread() {
