@@ -4,7 +4,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "common/stopwatch.h"
 #include "model/temporal_model.h"
@@ -18,6 +17,14 @@ void AppendState(const storage::NodeStates& from, size_t i, storage::NodeStates*
   to->last_update_ts.push_back(from.last_update_ts[i]);
   const std::span<const float> memory = from.MemoryOf(i);
   to->memory.insert(to->memory.end(), memory.begin(), memory.end());
+}
+
+// Overwrites state i of `to` (sized already) with state `position` of `from`; `found` aside.
+void CopyState(const storage::NodeStates& from, size_t position, storage::NodeStates* to,
+               size_t i) {
+  to->last_update_ts[i] = from.last_update_ts[position];
+  const std::span<const float> memory = from.MemoryOf(position);
+  std::copy(memory.begin(), memory.end(), to->memory.begin() + i * to->dim);
 }
 
 }  // namespace
@@ -118,9 +125,7 @@ Status NodeMemoryCache::ReadStored(std::span<const uint64_t> nodes, storage::Nod
   states->memory.assign(nodes.size() * dim_, 0.0f);
   states->found.assign(nodes.size(), 0);
   auto copy = [&](const storage::NodeStates& from, size_t position, size_t i) {
-    states->last_update_ts[i] = from.last_update_ts[position];
-    std::memcpy(states->memory.data() + i * dim_, from.MemoryOf(position).data(),
-                dim_ * sizeof(float));
+    CopyState(from, position, states, i);
     states->found[i] = from.found[position];
   };
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -165,9 +170,7 @@ Status NodeMemoryCache::LoadStates(std::span<const uint64_t> nodes, storage::Nod
       }
     }
     if (source == nullptr) continue;
-    states->last_update_ts[i] = source->last_update_ts[position];
-    std::memcpy(states->memory.data() + i * dim_, source->MemoryOf(position).data(),
-                dim_ * sizeof(float));
+    CopyState(*source, position, states, i);
     states->found[i] = source == &evicted_ ? 2 : 1;  // 2: dirty (differs from every checkpoint)
   }
   return Status::Ok();

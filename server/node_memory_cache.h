@@ -13,7 +13,7 @@
 // evicted: one operation may need more rows than the capacity (a 20,000-pair Score touches
 // ~220,000 nodes); then the rows grow past it (logged once) instead of failing.
 //
-// Misses can be read ahead (Prefetch*): the store's states of nodes that work still queued will
+// Misses can be read ahead (AddPrefetched): the store's states of nodes that work still queued will
 // need, read on another thread while the model works; a checkpoint taken after the read began
 // makes such a read unusable, as the store it read is no longer the one behind the cache.
 //
@@ -78,8 +78,8 @@ class NodeMemoryCache {
   Status Rows(std::span<const uint64_t> nodes, std::span<int64_t> rows);
   uint64_t NodeOf(int64_t row) const { return node_of_row_[static_cast<size_t>(row)]; }
 
-  // Read-ahead of misses. Which of `nodes` are not resident (each once, appended to `missing`):
-  // the ones worth reading ahead.
+  // Read-ahead of misses. Appends to `missing` those of `nodes` that are not resident (repeats
+  // included): the ones worth reading ahead.
   void AppendNotResident(std::span<const uint64_t> nodes, std::vector<uint64_t>* missing) const;
   // Checkpoints taken so far: a read of the store is current while this stays the same.
   uint64_t generation() const { return generation_; }

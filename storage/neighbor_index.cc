@@ -53,6 +53,14 @@ uint32_t NeighborIndex::AppendSlot(uint64_t node, double floor) {
   return slot;
 }
 
+void NeighborIndex::ReassignSlot(uint32_t slot, uint64_t node, double floor) {
+  nodes_[owner_[slot]].slot = kNoSlot;
+  owner_[slot] = node;
+  floor_[slot] = floor;
+  cached_[slot] = 0;
+  start_[slot] = 0;
+}
+
 uint32_t NeighborIndex::TakeSlot(uint64_t node, double floor) {
   uint32_t slot;
   if (owner_.size() < max_slots_) {
@@ -64,11 +72,7 @@ uint32_t NeighborIndex::TakeSlot(uint64_t node, double floor) {
     }
     slot = static_cast<uint32_t>(clock_hand_);
     clock_hand_ = (clock_hand_ + 1) % max_slots_;
-    nodes_[owner_[slot]].slot = kNoSlot;
-    owner_[slot] = node;
-    floor_[slot] = floor;
-    cached_[slot] = 0;
-    start_[slot] = 0;
+    ReassignSlot(slot, node, floor);
   }
   used_[slot].store(1, std::memory_order_relaxed);
   return slot;
@@ -205,11 +209,7 @@ Status NeighborIndex::Rebuild() {
       if (!(holders.top().first < entry.newest_ts)) return kNoSlot;
       slot = holders.top().second;
       holders.pop();
-      nodes_[owner_[slot]].slot = kNoSlot;
-      owner_[slot] = node;
-      floor_[slot] = floor;
-      cached_[slot] = 0;
-      start_[slot] = 0;
+      ReassignSlot(slot, node, floor);
       slot_newest[slot] = entry.newest_ts;
     }
     holders.emplace(entry.newest_ts, slot);

@@ -130,6 +130,8 @@ class NeighborIndex {
   uint32_t TakeSlot(uint64_t node, double floor);
   // A new, empty slot at the end (write lock held; fewer than max_slots_ in use).
   uint32_t AppendSlot(uint64_t node, double floor);
+  // Empties `slot` and hands it from its node to `node` (write lock held).
+  void ReassignSlot(uint32_t slot, uint64_t node, double floor);
 
   rocksdb::DB* db_;
   rocksdb::ColumnFamilyHandle* adjacency_;
