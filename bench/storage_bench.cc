@@ -125,12 +125,11 @@ void BM_RawWriteBatch(benchmark::State& state) {
     }
     rocksdb::WriteBatch batch;
     state.ResumeTiming();
-    // A write's rows are all in the epoch of its first sequence (TemporalStore).
-    const uint32_t epoch =
-        static_cast<uint32_t>((sequence + 1) >> tlp::storage::StoreOptions().adjacency_epoch_bits);
     for (size_t i = 0; i < kBatch; ++i) {
       const uint64_t event_sequence = sequence + 1 + i;
       const tlp::storage::SequenceKey key(event_sequence);
+      const uint32_t epoch = static_cast<uint32_t>(
+          event_sequence >> tlp::storage::StoreOptions().adjacency_epoch_bits);
       const tlp::storage::AdjacencyValue src_value(events.src[i], tlp::storage::kNoEpoch);
       const tlp::storage::AdjacencyValue dst_value(events.dst[i], tlp::storage::kNoEpoch);
       batch.Put(handles[1], key.view(), values[i]);

@@ -72,9 +72,6 @@ Metrics::Metrics(const std::string& address)
                                      "RocksDB estimated pending compaction bytes")),
       memtable_bytes(
           Gauge(*registry_, "tlpd_rocksdb_memtable_bytes", "RocksDB bytes in all memtables")),
-      memtables_awaiting_flush(Gauge(*registry_, "tlpd_rocksdb_memtables_awaiting_flush",
-                                     "RocksDB memtables full and not yet flushed (grows when "
-                                     "flushes fall behind writes)")),
       block_cache_bytes(Gauge(*registry_, "tlpd_rocksdb_block_cache_bytes",
                               "RocksDB block cache in use (--block-cache-mb bounds it)")),
       checkpoint_age(Gauge(*registry_, "tlpd_checkpoint_age_seconds",

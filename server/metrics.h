@@ -47,7 +47,6 @@ class Metrics {
   prometheus::Gauge& live_sst_bytes;
   prometheus::Gauge& pending_compaction_bytes;
   prometheus::Gauge& memtable_bytes;
-  prometheus::Gauge& memtables_awaiting_flush;
   prometheus::Gauge& block_cache_bytes;
   prometheus::Gauge& checkpoint_age;
   prometheus::Gauge& events_since_checkpoint;

@@ -177,7 +177,6 @@ void Daemon::ExportStats() {
     metrics.live_sst_bytes.Set(static_cast<double>(stats.live_sst_bytes));
     metrics.pending_compaction_bytes.Set(static_cast<double>(stats.pending_compaction_bytes));
     metrics.memtable_bytes.Set(static_cast<double>(stats.memtable_bytes));
-    metrics.memtables_awaiting_flush.Set(static_cast<double>(stats.memtables_awaiting_flush));
     metrics.block_cache_bytes.Set(static_cast<double>(stats.block_cache_bytes));
     metrics.events_applied.Set(static_cast<double>(engine_->Info().events_applied));
     metrics.memory_lag_events.Set(static_cast<double>(engine_->MemoryLagEvents()));

@@ -50,15 +50,15 @@ struct SequenceKey {
   std::string_view view() const { return {bytes, sizeof(bytes)}; }
 };
 
-// Adjacency rows are partitioned by epoch (the writes that begin in a fixed run of store
-// sequences, see StoreOptions::adjacency_epoch_bits) before node: a memtable then only holds
-// keys of the newest epoch (TemporalStore flushes it when an epoch begins), so flushed files do
-// not overlap and sink to the last level by trivial moves. Keyed by node first, every flush
-// overlapped every file of every level, and compaction rewrote the whole adjacency again at
-// each level (the largest part of compaction, itself half of both cores at 80M events). A
-// node's rows within an epoch are contiguous and ascend in (ts, seq); each row's value names the
-// epoch of the node's rows before this epoch, so a reverse walk goes from epoch to epoch without
-// probing the ones that lack the node.
+// Adjacency rows are partitioned by epoch (a fixed run of store sequences, see
+// StoreOptions::adjacency_epoch_bits) before node: a memtable then only holds keys of the newest
+// epoch or two, so compaction merges each flush into that epoch's files alone and older epochs,
+// whose key ranges no new row overlaps, sink to the last level by trivial moves. Keyed by node
+// first, every flush overlapped every file of every level, and compaction rewrote the whole
+// adjacency again at each level (the largest part of compaction, itself half of both cores at
+// 80M events). A node's rows within an epoch are contiguous and ascend in (ts, seq); each
+// row's value names the epoch of the node's rows before this epoch, so a reverse walk goes from
+// epoch to epoch without probing the ones that lack the node.
 struct AdjacencyKey {
   char bytes[kAdjacencyKeySize];
   AdjacencyKey(uint32_t epoch, uint64_t node, double ts, uint64_t sequence) {

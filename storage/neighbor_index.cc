@@ -78,11 +78,11 @@ uint32_t NeighborIndex::TakeSlot(uint64_t node, double floor) {
   return slot;
 }
 
-void NeighborIndex::Add(uint32_t epoch, uint64_t src, uint64_t dst, double ts, uint64_t sequence,
+void NeighborIndex::Add(uint64_t src, uint64_t dst, double ts, uint64_t sequence,
                         std::span<const float> features) {
   std::unique_lock lock(mutex_);
-  AddDirected(epoch, src, dst, ts, sequence, features);
-  if (src != dst) AddDirected(epoch, dst, src, ts, sequence, features);
+  AddDirected(src, dst, ts, sequence, features);
+  if (src != dst) AddDirected(dst, src, ts, sequence, features);
 }
 
 void NeighborIndex::Count(NodeEntry* entry, bool first, double newest_ts, uint32_t epoch,
@@ -95,11 +95,12 @@ void NeighborIndex::Count(NodeEntry* entry, bool first, double newest_ts, uint32
   epoch_max_ts_[epoch] = std::max(epoch_max_ts_[epoch], newest_ts);
 }
 
-void NeighborIndex::AddDirected(uint32_t epoch, uint64_t node, uint64_t neighbor, double ts,
-                                uint64_t sequence, std::span<const float> features) {
+void NeighborIndex::AddDirected(uint64_t node, uint64_t neighbor, double ts, uint64_t sequence,
+                                std::span<const float> features) {
   auto [it, inserted] = nodes_.try_emplace(node);
   NodeEntry& entry = it->second;
   const double newest_before = entry.newest_ts;
+  const uint32_t epoch = EpochOf(sequence);
   if (entry.newest_epoch != epoch) {  // the rule LinkPreviousEpochs answers the writer by
     entry.previous_epoch = entry.newest_epoch;
     entry.newest_epoch = epoch;

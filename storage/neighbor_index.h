@@ -55,21 +55,18 @@ struct NeighborLists {
 
 class NeighborIndex {
  public:
-  // A store write whose first sequence is s puts all its adjacency rows in epoch s >> epoch_bits
-  // (EpochOf), so that no write spans two epochs.
+  // Adjacency rows of store sequence s belong to epoch s >> epoch_bits.
   NeighborIndex(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* adjacency,
                 rocksdb::ColumnFamilyHandle* events, uint32_t cached_per_node, uint32_t feature_dim,
                 size_t cache_slots, uint32_t epoch_bits);
   ~NeighborIndex();
 
-  // Records one event in both directions, its rows in `epoch` (the store's writer calls this
-  // after a durable write).
-  void Add(uint32_t epoch, uint64_t src, uint64_t dst, double ts, uint64_t sequence,
+  // Records one event in both directions (the store's writer calls this after a durable write).
+  void Add(uint64_t src, uint64_t dst, double ts, uint64_t sequence,
            std::span<const float> features);
   // Rebuilds the cache and degrees from the adjacency column family (on open).
   Status Rebuild();
 
-  // The epoch of a write whose first sequence is `sequence`.
   uint32_t EpochOf(uint64_t sequence) const {
     return static_cast<uint32_t>(sequence >> epoch_bits_);
   }
@@ -102,7 +99,7 @@ class NeighborIndex {
   uint64_t cache_misses() const { return cache_misses_.load(std::memory_order_relaxed); }
 
  private:
-  void AddDirected(uint32_t epoch, uint64_t node, uint64_t neighbor, double ts, uint64_t sequence,
+  void AddDirected(uint64_t node, uint64_t neighbor, double ts, uint64_t sequence,
                    std::span<const float> features);
   // Fills row `row` of `out` from the cache if it can answer; false when RocksDB must.
   bool FromCache(uint64_t node, double before, size_t k, size_t row, NeighborLists* out) const;

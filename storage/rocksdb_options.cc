@@ -37,16 +37,6 @@ void FilterPointLookups(rocksdb::ColumnFamilyOptions* options) {
   options->table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
 }
 
-// For families whose flushed files do not overlap (the event log's ascending sequences, the
-// adjacency's one epoch per memtable): compaction moves such files down a level without
-// rewriting them, but only between levels of the same compression, so these families compress
-// every level, at flush, instead of the last one only (30M stream: compaction CPU of adjacency
-// 29.7 s -> 0 and of the event log 6.2 s -> 0, disk 4.85 -> 4.65 GB; README).
-void MoveFlushedFilesDown(rocksdb::ColumnFamilyOptions* options) {
-  options->compression = rocksdb::kLZ4Compression;
-  options->bottommost_compression = rocksdb::kDisableCompressionOption;
-}
-
 }  // namespace
 
 rocksdb::Options DatabaseOptions(size_t block_cache_bytes) {
@@ -89,16 +79,19 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const rocksdb::Options& base, const s
   rocksdb::ColumnFamilyOptions options(base);
   if (name == "events") {
     options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(4));
-    MoveFlushedFilesDown(&options);
   } else if (name == "adjacency") {
-    // Each memtable holds one epoch (TemporalStore flushes it when a write starts a new one) of
-    // at most ~260k rows at the default 2^17 sequences per epoch, ~20 MiB: the flushed files do
-    // not overlap, and this leaves room for a write that runs past its epoch's end. A batch's
-    // rows land all over the memtable (millions of nodes), so each sorted insert still climbs
-    // and descends the skiplist through cache misses; a memtable kept small keeps the list
-    // shorter and more of it in cache (128 -> 32 MiB: 30M stream 302 -> 279 s).
+    // Each L0 file spans the newest epoch's nodes (key_encoding.h), so an L0->L1 compaction
+    // rewrites that epoch's part of L1: waiting for 8 files does so 4x less often than the
+    // default 2 (before epochs, when every file spanned all nodes, this cut the L1 write
+    // amplification from 7). Reads of nodes beyond the neighbour cache seek in up to 8 more
+    // small files.
+    options.level0_file_num_compaction_trigger = 8;
+    // A batch's rows land all over the memtable (millions of nodes), so each sorted insert still
+    // climbs and descends the skiplist through cache misses, and those inserts were about half
+    // of the ingest writer's CPU. A quarter of the default 128 MiB keeps the list shorter and
+    // more of it in cache, for more L0 files to compact (adjacency compaction output 1.7 -> 2.8
+    // GB on the 30M stream, which ran 302 -> 279 s; 100M: 18.9 -> 17.2 min, README).
     options.write_buffer_size = 32 << 20;
-    MoveFlushedFilesDown(&options);
   } else if (name == "event_ids") {
     // Every append looks up all its ids, and nearly all are new: bloom filters in the memtable
     // and in each table file answer those misses without a skiplist or block search.

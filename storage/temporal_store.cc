@@ -198,7 +198,6 @@ Status TemporalStore::MigrateAdjacency() {
   EventBatch events;
   events.feature_dim = feature_dim_;
   std::vector<uint64_t> sequences;
-  uint32_t epoch = 0;
   auto write_rows = [&]() {
     rocksdb::WriteBatch write;
     WriteAdjacencyRows(&write);
@@ -206,7 +205,7 @@ Status TemporalStore::MigrateAdjacency() {
     Status written = FromRocks(db_->Write(rocksdb::WriteOptions(), &write), "migration failed");
     if (!written.ok()) return written;
     for (size_t i = 0; i < events.size(); ++i) {
-      neighbors_->Add(epoch, events.src[i], events.dst[i], events.ts[i], sequences[i],
+      neighbors_->Add(events.src[i], events.dst[i], events.ts[i], sequences[i],
                       events.FeaturesOf(i));
     }
     events.Clear();
@@ -220,11 +219,7 @@ Status TemporalStore::MigrateAdjacency() {
     DecodedEvent event;
     status = DecodeEvent({it->value().data(), it->value().size()}, &feature_buffer, &event);
     if (!status.ok()) return status;
-    if (events.empty()) {
-      status = BeginAdjacencyEpoch(sequence, &epoch);
-      if (!status.ok()) return status;
-    }
-    AddAdjacencyRows(epoch, event.src, event.dst, event.ts, sequence);
+    AddAdjacencyRows(event.src, event.dst, event.ts, sequence);
     events.Add(event.src, event.dst, event.ts, event.features);
     sequences.push_back(sequence);
     if (events.size() == kEventsPerWrite) {
@@ -338,9 +333,6 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
   rocksdb::WriteBatch write;
   adjacency_rows_.clear();
   uint64_t sequence = last_sequence_.load();
-  uint32_t epoch = 0;
-  status = BeginAdjacencyEpoch(sequence + 1, &epoch);
-  if (!status.ok()) return status;
   double newest = max_ts_.load();
   std::unordered_map<std::string_view, uint64_t> assigned;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -352,7 +344,7 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
     EncodeEvent(batch.src[i], batch.dst[i], batch.ts[i], batch.FeaturesOf(i), batch.EventIdOf(i),
                 &encode_buffer_);
     write.Put(events_, key.view(), encode_buffer_);
-    AddAdjacencyRows(epoch, batch.src[i], batch.dst[i], batch.ts[i], sequence);
+    AddAdjacencyRows(batch.src[i], batch.dst[i], batch.ts[i], sequence);
     if (!batch.EventIdOf(i).empty()) {
       write.Put(event_ids_, batch.EventIdOf(i), key.view());
       assigned.emplace(batch.EventIdOf(i), sequence);
@@ -380,7 +372,7 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
       continue;
     }
     ++result->accepted;
-    neighbors_->Add(epoch, batch.src[i], batch.dst[i], batch.ts[i], result->sequences[i],
+    neighbors_->Add(batch.src[i], batch.dst[i], batch.ts[i], result->sequences[i],
                     batch.FeaturesOf(i));
   }
   last_sequence_ = sequence;
@@ -388,24 +380,8 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
   return Status::Ok();
 }
 
-Status TemporalStore::BeginAdjacencyEpoch(uint64_t sequence, uint32_t* epoch) {
-  *epoch = neighbors_->EpochOf(sequence);
-  if (*epoch == adjacency_epoch_) return Status::Ok();
-  if (adjacency_epoch_ != kNoEpoch) {
-    // Without waiting: RocksDB switches the memtable now and writes it out in the background.
-    // A stall is allowed, as any write may stall when flushes fall behind.
-    rocksdb::FlushOptions flush;
-    flush.wait = false;
-    flush.allow_write_stall = true;
-    Status status = FromRocks(db_->Flush(flush, adjacency_), "adjacency flush failed");
-    if (!status.ok()) return status;
-  }
-  adjacency_epoch_ = *epoch;
-  return Status::Ok();
-}
-
-void TemporalStore::AddAdjacencyRows(uint32_t epoch, uint64_t src, uint64_t dst, double ts,
-                                     uint64_t sequence) {
+void TemporalStore::AddAdjacencyRows(uint64_t src, uint64_t dst, double ts, uint64_t sequence) {
+  const uint32_t epoch = neighbors_->EpochOf(sequence);
   adjacency_rows_.push_back(AdjacencyRow{AdjacencyKey(epoch, src, ts, sequence), dst});
   if (src != dst)
     adjacency_rows_.push_back(AdjacencyRow{AdjacencyKey(epoch, dst, ts, sequence), src});
@@ -432,6 +408,22 @@ void TemporalStore::WriteAdjacencyRows(rocksdb::WriteBatch* write) {
     group_ends_.back() = i + 1;
   }
   neighbors_->LinkPreviousEpochs(group_links_);
+  // A batch across an epoch boundary can hold a node in two epochs: the later group's previous
+  // epoch is then the earlier one of this batch, which the index has not seen yet.
+  if (!group_links_.empty() && group_links_.front().epoch != group_links_.back().epoch) {
+    std::vector<size_t> order(group_links_.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [this](size_t a, size_t b) {
+      const NeighborIndex::EpochLink& x = group_links_[a];
+      const NeighborIndex::EpochLink& y = group_links_[b];
+      return x.node < y.node || (x.node == y.node && x.epoch < y.epoch);
+    });
+    for (size_t j = 1; j < order.size(); ++j) {
+      const NeighborIndex::EpochLink& earlier = group_links_[order[j - 1]];
+      NeighborIndex::EpochLink& later = group_links_[order[j]];
+      if (earlier.node == later.node) later.previous = earlier.epoch;
+    }
+  }
   size_t row = 0;
   for (size_t g = 0; g < group_links_.size(); ++g) {
     for (; row < group_ends_[g]; ++row) {
@@ -593,8 +585,6 @@ StoreStats TemporalStore::Stats() const {
     }
     if (db_->GetIntProperty(handle, "rocksdb.cur-size-all-mem-tables", &value))
       stats.memtable_bytes += value;
-    if (db_->GetIntProperty(handle, "rocksdb.num-immutable-mem-table", &value))
-      stats.memtables_awaiting_flush += value;
   }
   // Shared by all families: read once, not summed.
   db_->GetIntProperty(events_, "rocksdb.block-cache-usage", &stats.block_cache_bytes);

@@ -3,8 +3,7 @@
 // Column families:
 //   events      seq (u64 BE)                -> packed event (see event_codec.h)
 //   adjacency   epoch, node, ts, seq (28 B) -> neighbour (u64), the node's previous epoch (u32);
-//               both directions per event; epoch = first seq of the write >> adjacency_epoch_bits
-//               (key_encoding.h)
+//               both directions per event; epoch = seq >> adjacency_epoch_bits (key_encoding.h)
 //   node_state  node (u64 BE)               -> last update ts (f64), memory (f32 x dim)
 //   event_ids   client event_id             -> seq (idempotent re-sends)
 //   meta        name                        -> schema version, feature dim, max ts, watermark
@@ -60,10 +59,9 @@ struct StoreOptions {
   // misses and of neighbour lookups beyond the neighbour cache.
   size_t block_cache_bytes = size_t{256} << 20;
   // Adjacency epochs of a new store span 2^bits store sequences (an existing store keeps its
-  // own): small enough that one epoch's rows fit one adjacency memtable (~20 MiB at 2^17, see
-  // rocksdb_options.cc), so that each flush is one epoch and compaction never merges them;
-  // larger epochs take fewer seeks to read a node's older rows.
-  uint32_t adjacency_epoch_bits = 17;
+  // own): large enough that a node's recent rows are mostly in one epoch, small enough that a
+  // memtable flush overlaps only the newest epoch's files (~330 MB of rows at 2^22).
+  uint32_t adjacency_epoch_bits = 22;
   bool create_if_missing = true;
 };
 
@@ -109,7 +107,6 @@ struct StoreStats {
   uint64_t live_sst_bytes = 0;
   uint64_t pending_compaction_bytes = 0;
   uint64_t memtable_bytes = 0;
-  uint64_t memtables_awaiting_flush = 0;    // immutable memtables (flushes falling behind)
   uint64_t block_cache_bytes = 0;           // in use (one cache for all column families)
   uint64_t block_cache_capacity_bytes = 0;  // StoreOptions::block_cache_bytes
 };
@@ -178,15 +175,10 @@ class TemporalStore {
   Status Initialize();
   // Rewrites the adjacency of a schema version 1 store from its event log (Initialize).
   Status MigrateAdjacency();
-  // The epoch of the rows of a write whose first sequence is `sequence`. When it is a new one,
-  // asks RocksDB to flush the adjacency memtable first, so that each flush holds one epoch:
-  // its file then overlaps no other, and compaction moves it down instead of merging it.
-  Status BeginAdjacencyEpoch(uint64_t sequence, uint32_t* epoch);
   // Queues the adjacency rows of one event (one per endpoint; one for a self-loop) for the
   // batch being built (written sorted, see WriteAdjacencyRows).
-  void AddAdjacencyRows(uint32_t epoch, uint64_t src, uint64_t dst, double ts, uint64_t sequence);
-  // Writes the queued rows, all of one epoch, into `write`, sorted, each with its node's
-  // previous epoch.
+  void AddAdjacencyRows(uint64_t src, uint64_t dst, double ts, uint64_t sequence);
+  // Writes the queued rows into `write`, sorted, each with its node's previous epoch.
   void WriteAdjacencyRows(rocksdb::WriteBatch* write);
 
   std::string path_;
@@ -206,7 +198,6 @@ class TemporalStore {
   std::atomic<uint64_t> last_sequence_{0};
   std::atomic<double> max_ts_{0.0};
   std::atomic<uint64_t> watermark_{0};
-  uint32_t adjacency_epoch_ = kNoEpoch;  // of the newest write (writer only)
   // One adjacency row of the batch being appended.
   struct AdjacencyRow {
     AdjacencyKey key;

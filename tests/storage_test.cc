@@ -5,11 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <random>
 #include <set>
-#include <thread>
 
 #include "storage/event_codec.h"
 #include "storage/key_encoding.h"
@@ -179,9 +177,9 @@ TEST_F(StoreTest, CursorsAreWrittenAtomicallyWithTheirEvents) {
 // Property test: k-most-recent lookups (cache and RocksDB fallback) against brute force on a
 // random stream with repeated timestamps, late events and self-loops, with a cache that holds
 // every node and with one that holds 5 of the 30 (slots recycled while the stream goes on, so
-// slots with floors answer too). Adjacency epochs of 16 sequences against batches of 50 events,
-// so each batch starts an epoch and some epochs stay empty, lookups walk epochs, and late events
-// cross epoch boundaries. Lookups run between appends and after a reopen.
+// slots with floors answer too). Adjacency epochs of 16 events, so lookups walk epochs, late
+// events cross epoch boundaries, and batches span several epochs. Lookups run between appends
+// and after a reopen.
 class NeighborCacheTest : public StoreTest, public ::testing::WithParamInterface<size_t> {};
 
 TEST_P(NeighborCacheTest, RecentNeighboursMatchBruteForce) {
@@ -442,47 +440,6 @@ struct RawStore {
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
 };
-
-// Each write's adjacency rows are in the epoch of its first sequence, and a write that starts
-// an epoch has RocksDB flush the memtable first: with each flush let finish, every adjacency
-// file holds one epoch, so the files never overlap and compaction (default trigger: 4 files in
-// L0) moves them down whole.
-TEST_F(StoreTest, EachAdjacencyFlushHoldsOneEpoch) {
-  StoreOptions options;
-  options.adjacency_epoch_bits = 4;
-  auto store = OpenStore(options);
-  AppendResult result;
-  uint64_t node = 0;
-  for (int write = 0; write < 8; ++write) {  // first sequences 1, 11, ..., 71: epochs 0 to 4
-    EventBatch batch;
-    for (int i = 0; i < 10; ++i, node += 2) batch.Add(node, node + 1, static_cast<double>(node));
-    ASSERT_TRUE(store->Append(batch, &result).ok());
-    // The flush runs in the background; one at a time keeps each in its own file (RocksDB
-    // writes memtables waiting together into one file, still of adjacent epochs only).
-    for (int wait = 0; store->Stats().memtables_awaiting_flush > 0; ++wait) {
-      ASSERT_LT(wait, 1000) << "flush did not finish in 10 s";
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  const std::string copy = dir_.string() + "_copy";
-  std::filesystem::remove_all(copy);
-  ASSERT_TRUE(store->Checkpoint(copy).ok());  // flushes the newest epoch and waits
-  store.reset();
-  std::multiset<uint32_t> epochs;
-  {
-    RawStore raw(copy);
-    std::vector<rocksdb::LiveFileMetaData> files;
-    raw.db->GetLiveFilesMetaData(&files);
-    for (const rocksdb::LiveFileMetaData& file : files) {
-      if (file.column_family_name != "adjacency") continue;
-      const uint32_t first = AdjacencyKey::Epoch(file.smallestkey);
-      EXPECT_EQ(AdjacencyKey::Epoch(file.largestkey), first) << file.name;
-      epochs.insert(first);
-    }
-  }
-  EXPECT_EQ(epochs, (std::multiset<uint32_t>{0, 1, 2, 3, 4}));
-  std::filesystem::remove_all(copy);
-}
 
 // Sets a closed store's schema version to 99 and, when asked, drops the adjacency family.
 void Tamper(const std::string& dir, bool drop_adjacency) {
