@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "common/stopwatch.h"
+#include "common/thread_name.h"
 #include "model/checkpoint.h"
 #include "model/neighbor_sampler.h"
 #include "model/temporal_model.h"
@@ -315,7 +316,10 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   status = result->LoadMemoryCheckpoint(&watermark);
   if (!status.ok()) return status;
   result->published_through_ = result->memory_through_;
-  result->memory_thread_ = std::thread([engine = result.get()] { engine->RunMemoryThread(); });
+  result->memory_thread_ = std::thread([engine = result.get()] {
+    NameThisThread("tlpd-memory");
+    engine->RunMemoryThread();
+  });
   const uint64_t total = result->store_->last_sequence() - watermark;
   constexpr size_t kReplayBatch = 10000;
   status = result->store_->ReplayAfter(watermark, kReplayBatch,
@@ -476,6 +480,7 @@ void Engine::AdvanceReadAhead(ReadAhead* read_ahead) {
   if (missing.empty()) return;
   const auto dim = static_cast<uint32_t>(model_->config().memory_dim);
   auto read = [this, missing = std::move(missing), generation, through, dim]() {
+    NameThisThread("tlpd-read-ahead");
     auto states = std::make_shared<PrefetchedStates>();
     states->generation = generation;
     states->through_sequence = through;
@@ -544,9 +549,11 @@ void Engine::RunMemoryThread() {
     if (failed.ok() && due && !writing) {
       const Status previous = FinishBackgroundCheckpoint();
       if (!previous.ok()) spdlog::error("memory checkpoint failed: {}", previous.ToString());
-      background_checkpoint_ = std::async(
-          std::launch::async,
-          [this, snapshot = TakeMemorySnapshot()] { return WriteMemorySnapshot(*snapshot); });
+      background_checkpoint_ =
+          std::async(std::launch::async, [this, snapshot = TakeMemorySnapshot()] {
+            NameThisThread("tlpd-checkpoint");
+            return WriteMemorySnapshot(*snapshot);
+          });
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/stopwatch.h"
+#include "common/thread_name.h"
 
 namespace tlp::server {
 namespace {
@@ -29,7 +30,10 @@ void AppendEvents(const EventBatch& from, EventBatch* into) {
 IngestWriter::IngestWriter(Engine& engine, IngestWriterOptions options,
                            std::function<void(const AppendReport&)> on_append)
     : engine_(engine), options_(options), on_append_(std::move(on_append)) {
-  worker_ = std::thread([this] { Run(); });
+  worker_ = std::thread([this] {
+    NameThisThread("tlpd-writer");
+    Run();
+  });
 }
 
 IngestWriter::~IngestWriter() {

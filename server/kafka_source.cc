@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <map>
 
+#include "common/thread_name.h"
 #include "server/partition_merge.h"
 #include "server/source_record.h"
 #include "tlp/v1/tlp.pb.h"
@@ -116,7 +117,10 @@ class KafkaSource::Impl {
 
   Status Connect();
   void Launch() {
-    thread_ = std::thread([this] { Run(); });
+    thread_ = std::thread([this] {
+      NameThisThread("tlpd-kafka");
+      Run();
+    });
   }
   KafkaSourceStats Stats() const;
 

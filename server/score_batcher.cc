@@ -2,12 +2,17 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace tlp::server {
 
 ScoreBatcher::ScoreBatcher(Engine& engine, ScoreBatcherOptions options,
                            std::function<void(size_t)> on_batch)
     : engine_(engine), options_(options), on_batch_(std::move(on_batch)) {
-  worker_ = std::thread([this] { Run(); });
+  worker_ = std::thread([this] {
+    NameThisThread("tlpd-scorer");
+    Run();
+  });
 }
 
 ScoreBatcher::~ScoreBatcher() {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/blas_kernels.h"
+#include "common/thread_name.h"
 #include "server/service.h"
 #include "server/train_command.h"
 
@@ -142,7 +143,10 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
                            {"fingerprint", info.fingerprint},
                            {"device", info.device}});
     Daemon* self = result.get();
-    result->impl_->stats_thread = std::thread([self] { self->ExportStats(); });
+    result->impl_->stats_thread = std::thread([self] {
+      NameThisThread("tlpd-stats");
+      self->ExportStats();
+    });
   }
   *daemon = std::move(result);
   return Status::Ok();

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -213,6 +214,28 @@ TEST_F(IngestWriterTest, ScoreBatcherRunsALargeRequestWithoutWaiting) {
   ASSERT_TRUE(batcher.Score(queries, &scores).ok());
   EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(30));
   EXPECT_EQ(scores.size(), 8u);
+}
+
+// The daemon's long-lived threads carry names (top -H, perf, gdb): here the engine's memory
+// thread and the two queues' workers.
+TEST_F(IngestWriterTest, WorkerThreadsAreNamed) {
+  IngestWriter writer(*engine_, {});
+  ScoreBatcher batcher(*engine_, {});
+  std::multiset<std::string> names;
+  for (int wait = 0; wait < 500; ++wait) {  // a thread names itself once it runs
+    names.clear();
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      names.insert(name);
+    }
+    if (names.count("tlpd-writer") && names.count("tlpd-scorer")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(names.count("tlpd-memory"), 1u);
+  EXPECT_EQ(names.count("tlpd-writer"), 1u);
+  EXPECT_EQ(names.count("tlpd-scorer"), 1u);
 }
 
 TEST_F(IngestWriterTest, MemoryCheckpointOfAnotherModelIsNotUsed) {
