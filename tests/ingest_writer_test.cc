@@ -230,7 +230,9 @@ TEST_F(IngestWriterTest, WorkerThreadsAreNamed) {
       std::getline(comm, name);
       names.insert(name);
     }
-    if (names.count("tlpd-writer") && names.count("tlpd-scorer")) break;
+    if (names.count("tlpd-memory") && names.count("tlpd-writer") && names.count("tlpd-scorer")) {
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(names.count("tlpd-memory"), 1u);
