@@ -112,8 +112,9 @@ BENCHMARK(BM_ApplyEvents)->Unit(benchmark::kMillisecond)->UseRealTime();
 // The model's device, with the model's torch threads set up.
 torch::Device ModelDevice() { return Shared().model->parameters().front().device(); }
 
+// Waits for the GPU's queued kernels, so that an iteration times the work and not its launch.
 void Synchronize(const torch::Tensor& tensor) {
-  if (tensor.is_cuda()) benchmark::DoNotOptimize(tensor.sum().item<float>());
+  if (tensor.is_cuda()) torch::cuda::synchronize(tensor.device().index());
 }
 
 // float32 GEMM [m x k] x [k x n] on the model's device and threads. Shapes: the model's merge
