@@ -88,24 +88,44 @@ BENCHMARK(BM_ScorePairs)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// Node memory updates per second: ApplyEvents over the stream in chunks of 200, as tlpd's
-// memory thread runs them (the model's ceiling for ingest).
+// Node memory updates per second: ApplyEvents over the stream in chunks of 200 (tlpd's default
+// memory_batch, as its memory thread runs them: the model's ceiling for ingest) and 2,000.
 void BM_ApplyEvents(benchmark::State& state) {
   Fixture& fixture = Shared();
+  const int64_t chunk = state.range(0);
   torch::NoGradGuard no_grad;
   int64_t begin = 0, applied = 0;
   for (auto _ : state) {
-    if (begin + 200 > fixture.dataset.events()) begin = 0;
-    fixture.model->ApplyEvents(std::span(fixture.dataset.src).subspan(begin, 200),
-                               std::span(fixture.dataset.dst).subspan(begin, 200),
-                               std::span(fixture.dataset.ts).subspan(begin, 200), {});
-    begin += 200;
-    applied += 200;
+    if (begin + chunk > fixture.dataset.events()) begin = 0;
+    fixture.model->ApplyEvents(std::span(fixture.dataset.src).subspan(begin, chunk),
+                               std::span(fixture.dataset.dst).subspan(begin, chunk),
+                               std::span(fixture.dataset.ts).subspan(begin, chunk), {});
+    begin += chunk;
+    applied += chunk;
   }
   state.counters["events_per_s"] =
       benchmark::Counter(static_cast<double>(applied), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_ApplyEvents)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ApplyEvents)->Arg(200)->Arg(2000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The host's share of BM_ScorePairs: sampling the 10 most recent neighbours of its 2 x pairs
+// query nodes from the in-memory adjacency (always on the CPU, whatever the model's device).
+void BM_SampleNeighbors(benchmark::State& state) {
+  Fixture& fixture = Shared();
+  const int64_t queries = 2 * state.range(0);
+  std::mt19937_64 random(1);
+  std::vector<int64_t> nodes(queries);
+  const std::vector<double> times(queries, fixture.dataset.ts.back() + 1.0);
+  tlp::model::NeighborBlock block;
+  for (auto _ : state) {
+    for (int64_t& node : nodes) node = fixture.dataset.src[random() % fixture.dataset.events()];
+    fixture.adjacency.Sample(nodes, times, fixture.model->config().neighbors, &block);
+    benchmark::DoNotOptimize(block.nodes.data());
+  }
+  state.counters["pairs_per_s"] = benchmark::Counter(
+      static_cast<double>(state.range(0) * state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SampleNeighbors)->Arg(2000)->Arg(20000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // --- Limits of this machine, for the figures above -------------------------------------------
 

@@ -83,8 +83,9 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
 }
 
 torch::Tensor TemporalLinkModelImpl::IndexTensor(std::span<const int64_t> nodes) const {
-  return torch::tensor(std::vector<int64_t>(nodes.begin(), nodes.end()), torch::kInt64)
-      .to(device());
+  return torch::from_blob(const_cast<int64_t*>(nodes.data()), {static_cast<int64_t>(nodes.size())},
+                          torch::kInt64)
+      .to(device(), /*non_blocking=*/false, /*copy=*/true);
 }
 
 torch::Device TemporalLinkModelImpl::device() const {
@@ -177,26 +178,23 @@ torch::Tensor TemporalLinkModelImpl::MemoryOf(std::span<const int64_t> nodes) {
   return result.cpu();
 }
 
-torch::Tensor TemporalLinkModelImpl::EmbedLayer(const torch::Tensor& nodes,
-                                                const std::vector<double>& times, int64_t layer,
+torch::Tensor TemporalLinkModelImpl::EmbedLayer(std::span<const int64_t> nodes,
+                                                std::span<const double> times, int64_t layer,
                                                 const NeighborSampler& sampler,
                                                 AttentionMetrics* metrics) {
   const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).device(device());
+  const auto count = static_cast<int64_t>(nodes.size());
   if (layer == 0) {
-    if (config_.has_memory()) return MemoryView(nodes);
-    return torch::zeros({nodes.size(0), config_.memory_dim}, float_options);
+    if (config_.has_memory()) return MemoryView(IndexTensor(nodes));
+    return torch::zeros({count, config_.memory_dim}, float_options);
   }
-  const int64_t count = nodes.size(0);
   const int64_t k = config_.neighbors;
   const torch::Tensor self = EmbedLayer(nodes, times, layer - 1, sampler, nullptr);
 
   NeighborBlock block;
-  const torch::Tensor nodes_cpu = nodes.cpu().contiguous();
-  sampler.Sample({nodes_cpu.data_ptr<int64_t>(), static_cast<size_t>(count)}, times, k, &block);
-  const torch::Tensor neighbor_nodes =
-      torch::from_blob(block.nodes.data(), {count * k}, torch::kInt64).to(device());
+  sampler.Sample(nodes, times, k, &block);
   const torch::Tensor neighbor_embeddings =
-      EmbedLayer(neighbor_nodes, block.ts, layer - 1, sampler, nullptr).view({count, k, -1});
+      EmbedLayer(block.nodes, block.ts, layer - 1, sampler, nullptr).view({count, k, -1});
   const torch::Tensor neighbor_ts =
       torch::from_blob(block.ts.data(), {count, k}, torch::kFloat64).to(device());
   const torch::Tensor query_ts =
@@ -230,25 +228,24 @@ Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
                                         const NeighborSampler& sampler) {
   if (config_.has_memory()) PreparePendingView();
   // Queries are independent, so large calls run in slices: the attention's temporaries grow
-  // with the slice ([queries, heads, k, input] floats), and past ~64 MB each pass would get
-  // fresh pages from the kernel again (see common/allocator_tuning.h). 20,000 pairs at once
-  // ran at half the rate of 2,000.
-  constexpr size_t kSlice = 2048;
+  // with the slice ([queries, heads, k, input] floats). On the CPU, past ~64 MB each pass would
+  // get fresh pages from the kernel again (see common/allocator_tuning.h): 20,000 pairs at once
+  // ran at half the rate of 2,000. On a GPU the caching allocator keeps its blocks, and each
+  // slice costs ~1.4 ms of launches and copies whatever its size (H200, bench/gpu.sh), so
+  // slices there are 8x larger (~0.5 GB of temporaries each).
+  const size_t slice = device().is_cuda() ? 16384 : 2048;
   std::vector<torch::Tensor> vectors, ess, mass, entropy, used;
   size_t begin = 0;
   do {  // at least once: an empty call still gets empty tensors of the right shapes
-    const size_t size = std::min(kSlice, nodes.size() - begin);
+    const size_t size = std::min(slice, nodes.size() - begin);
     AttentionMetrics metrics;
-    vectors.push_back(
-        EmbedLayer(IndexTensor(nodes.subspan(begin, size)),
-                   std::vector<double>(times.begin() + static_cast<ptrdiff_t>(begin),
-                                       times.begin() + static_cast<ptrdiff_t>(begin + size)),
-                   config_.layers, sampler, &metrics));
+    vectors.push_back(EmbedLayer(nodes.subspan(begin, size), times.subspan(begin, size),
+                                 config_.layers, sampler, &metrics));
     ess.push_back(metrics.effective_neighbors);
     mass.push_back(metrics.attention_mass);
     entropy.push_back(metrics.attention_entropy);
     used.push_back(metrics.neighbors_used);
-    begin += kSlice;
+    begin += slice;
   } while (begin < nodes.size());
   ReleasePendingView();
   Embeddings result;

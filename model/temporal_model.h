@@ -132,7 +132,9 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   void InvalidatePendingView();
   torch::Tensor MemoryView(const torch::Tensor& nodes);  // differentiable
   torch::Tensor IndexTensor(std::span<const int64_t> nodes) const;
-  torch::Tensor EmbedLayer(const torch::Tensor& nodes, const std::vector<double>& times,
+  // nodes and times stay on the host: the sampler reads them there, and on a GPU a device copy
+  // of the ids read back would wait for the device at every layer.
+  torch::Tensor EmbedLayer(std::span<const int64_t> nodes, std::span<const double> times,
                            int64_t layer, const NeighborSampler& sampler,
                            AttentionMetrics* metrics);
   torch::Device device() const;
