@@ -289,45 +289,56 @@ void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src, std::span<
   }
 
   // 2. This batch's messages, [s_self, s_other, e], keep the last one per node ("last"
-  // aggregator): event i gives a message to src (slot i) and to dst (slot events + i).
-  const auto cpu_long = torch::TensorOptions().dtype(torch::kInt64);
-  const torch::Tensor src_index =
-      torch::from_blob(const_cast<int64_t*>(src.data()), {events}, cpu_long).to(device());
-  const torch::Tensor dst_index =
-      torch::from_blob(const_cast<int64_t*>(dst.data()), {events}, cpu_long).to(device());
-  const torch::Tensor event_ts =
-      torch::from_blob(const_cast<double*>(ts.data()), {events}, torch::kFloat64).to(device());
-  const torch::Tensor src_memory = memory_.index_select(0, src_index);
-  const torch::Tensor dst_memory = memory_.index_select(0, dst_index);
-  std::vector<torch::Tensor> src_parts = {src_memory, dst_memory};
-  std::vector<torch::Tensor> dst_parts = {dst_memory, src_memory};
-  if (config_.edge_feature_dim > 0) {
-    const torch::Tensor edge = torch::from_blob(const_cast<float*>(features.data()),
-                                                {events, config_.edge_feature_dim}, torch::kFloat32)
-                                   .to(device());
-    src_parts.push_back(edge);
-    dst_parts.push_back(edge);
+  // aggregator): event i gives a message to src (position i) and to dst (position events + i),
+  // and a node's last message is the one at its largest position. Worked out on the host, where
+  // the ids are: torch's CPU `_unique` hashes with a node allocation per id, and on a GPU it
+  // waits for the device; and only the kept messages are gathered, straight from memory.
+  // Pending messages are in position order, not node order: a server that pages memory numbers
+  // its nodes differently after a restart, and the GRU's GEMM rounds a row differently
+  // depending on where in the batch it sits. In position order, replicas and restarts compute
+  // bit-identically.
+  message_scratch_.clear();
+  for (int64_t i = 0; i < events; ++i) message_scratch_.emplace_back(src[i], i);
+  for (int64_t i = 0; i < events; ++i) message_scratch_.emplace_back(dst[i], events + i);
+  std::sort(message_scratch_.begin(), message_scratch_.end());
+  chosen_scratch_.clear();
+  for (size_t i = 0; i < message_scratch_.size(); ++i) {
+    const bool last_of_node = i + 1 == message_scratch_.size() ||
+                              message_scratch_[i + 1].first != message_scratch_[i].first;
+    if (last_of_node) chosen_scratch_.push_back(message_scratch_[i].second);
   }
-  const torch::Tensor all_nodes = torch::cat({src_index, dst_index});
-  const torch::Tensor all_raw = torch::cat({torch::cat(src_parts, -1), torch::cat(dst_parts, -1)});
-  const torch::Tensor all_ts = torch::cat({event_ts, event_ts});
-
-  // The last occurrence of each node: scatter positions with "max" reduction over the batch's
-  // distinct nodes (a scatter over all node slots cost O(nodes) per chunk: at 1M nodes it halved
-  // the ingest rate).
-  const torch::Tensor positions = torch::arange(2 * events, cpu_long.device(device()));
-  const auto [unique_nodes, inverse] =
-      torch::_unique(all_nodes, /*sorted=*/true, /*return_inverse=*/true);
-  torch::Tensor chosen = torch::full({unique_nodes.size(0)}, -1, cpu_long.device(device()));
-  chosen.scatter_reduce_(0, inverse, positions, "amax", /*include_self=*/true);
-  // Pending messages in event order, not node order: a server that pages memory numbers its
-  // nodes differently after a restart, and the GRU's GEMM rounds a row differently depending on
-  // where in the batch it sits. In event order, replicas and restarts compute bit-identically.
-  const torch::Tensor order = std::get<1>(chosen.sort());
-  chosen = chosen.index_select(0, order);
-  pending_nodes_ = unique_nodes.index_select(0, order);
-  pending_raw_ = all_raw.index_select(0, chosen);
-  pending_ts_ = all_ts.index_select(0, chosen);
+  std::sort(chosen_scratch_.begin(), chosen_scratch_.end());
+  const auto pending_count = static_cast<int64_t>(chosen_scratch_.size());
+  self_scratch_.resize(chosen_scratch_.size());
+  other_scratch_.resize(chosen_scratch_.size());
+  event_scratch_.resize(chosen_scratch_.size());
+  ts_scratch_.resize(chosen_scratch_.size());
+  for (size_t i = 0; i < chosen_scratch_.size(); ++i) {
+    const bool from_src = chosen_scratch_[i] < events;
+    const int64_t event = from_src ? chosen_scratch_[i] : chosen_scratch_[i] - events;
+    self_scratch_[i] = from_src ? src[event] : dst[event];
+    other_scratch_[i] = from_src ? dst[event] : src[event];
+    event_scratch_[i] = event;
+    ts_scratch_[i] = ts[event];
+  }
+  const auto to_device = [&](auto& host, torch::ScalarType type) {
+    return torch::from_blob(host.data(), {pending_count}, type)
+        .to(device(), /*non_blocking=*/false, /*copy=*/true);
+  };
+  pending_nodes_ = to_device(self_scratch_, torch::kInt64);
+  pending_ts_ = to_device(ts_scratch_, torch::kFloat64);
+  std::vector<torch::Tensor> parts = {
+      memory_.index_select(0, pending_nodes_),
+      memory_.index_select(0, to_device(other_scratch_, torch::kInt64))};
+  if (config_.edge_feature_dim > 0) {
+    const torch::Tensor edge = torch::from_blob(
+        const_cast<float*>(features.data()), {events, config_.edge_feature_dim}, torch::kFloat32);
+    parts.push_back(edge.index_select(0, torch::from_blob(event_scratch_.data(), {pending_count},
+                                                          torch::kInt64))
+                        .to(device()));
+  }
+  pending_raw_ = torch::cat(parts, -1);
+  const auto cpu_long = torch::TensorOptions().dtype(torch::kInt64);
   pending_slot_.index_copy_(0, pending_nodes_,
                             torch::arange(pending_nodes_.size(0), cpu_long.device(device())));
 }

@@ -159,6 +159,11 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   // that many small scoring calls between two ingest chunks pay for the GRU once.
   torch::Tensor pending_view_;
   bool pending_view_cached_ = false;
+  // ApplyEvents' scratch (kept to spare allocations per chunk): (node, message position) pairs;
+  // per kept message its position, node, other endpoint, event and time.
+  std::vector<std::pair<int64_t, int64_t>> message_scratch_;
+  std::vector<int64_t> chosen_scratch_, self_scratch_, other_scratch_, event_scratch_;
+  std::vector<double> ts_scratch_;
 };
 TORCH_MODULE(TemporalLinkModel);
 

@@ -96,6 +96,39 @@ INSTANTIATE_TEST_SUITE_P(All, ModelVariants,
                          ::testing::Combine(::testing::Values("tgn", "tgat"),
                                             ::testing::Values(1, 2), ::testing::Values(0, 4)));
 
+// Each node keeps the message at its largest position in [src messages, dst messages] (TGN's
+// "last" aggregator), and the pending messages stay in position order: [own memory, other
+// endpoint's memory, edge features] and the event's time.
+TEST(ApplyEvents, KeepsEachNodesLastMessageInPositionOrder) {
+  TemporalLinkModel model(SmallConfig("tgn", 1, 2));
+  model->eval();
+  model->EnsureNodes(5);
+  const int64_t dim = model->config().memory_dim;
+  // Distinct memory per node: row n holds n + 0.25 everywhere.
+  const std::vector<int64_t> rows = {0, 1, 2, 3, 4};
+  const torch::Tensor memory =
+      (torch::arange(5, torch::kFloat32) + 0.25f).unsqueeze(1).expand({5, dim}).contiguous();
+  model->WriteRows(rows, memory, torch::zeros({5}, torch::kFloat64));
+  // Positions: src messages 1@0, 3@1, 1@2; dst messages 2@3, 1@4, 4@5. Node 1's last is at 4
+  // (event 1, as dst), though event 2 is later in time.
+  const std::vector<float> features = {10, 10.5, 11, 11.5, 12, 12.5};
+  model->ApplyEvents(std::vector<int64_t>{1, 3, 1}, std::vector<int64_t>{2, 1, 4},
+                     std::vector<double>{1.0, 2.0, 3.0}, features);
+  const auto pending = model->SavePending();
+  EXPECT_TRUE(pending.rows.equal(torch::tensor({3, 2, 1, 4}, torch::kInt64)));
+  EXPECT_TRUE(pending.ts.equal(torch::tensor({2.0, 1.0, 2.0, 3.0}, torch::kFloat64)));
+  const std::vector<int64_t> other = {1, 1, 3, 1};
+  const std::vector<float> first_feature = {11, 10, 11, 12};
+  ASSERT_EQ(pending.raw.size(1), 2 * dim + 2);
+  for (int64_t i = 0; i < 4; ++i) {
+    const float self = static_cast<float>(pending.rows[i].item<int64_t>()) + 0.25f;
+    EXPECT_TRUE(pending.raw[i].narrow(0, 0, dim).eq(self).all().item<bool>()) << i;
+    EXPECT_TRUE(pending.raw[i].narrow(0, dim, dim).eq(other[i] + 0.25f).all().item<bool>()) << i;
+    EXPECT_EQ(pending.raw[i][2 * dim].item<float>(), first_feature[i]) << i;
+    EXPECT_EQ(pending.raw[i][2 * dim + 1].item<float>(), first_feature[i] + 0.5f) << i;
+  }
+}
+
 // The CPU kernel against the definition: float64 cosine of the float64 product, rounded to
 // float32. Deltas from 0 to past the kernel's fast range (3e9 at omega 1), negative ones and
 // non-finite ones.
