@@ -226,6 +226,10 @@ torch::Tensor TemporalLinkModelImpl::EmbedLayer(std::span<const int64_t> nodes,
 Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
                                         std::span<const double> times,
                                         const NeighborSampler& sampler) {
+  if (times.size() != nodes.size()) {
+    throw std::invalid_argument("Embed: " + std::to_string(nodes.size()) + " nodes but " +
+                                std::to_string(times.size()) + " times");
+  }
   if (config_.has_memory()) PreparePendingView();
   // Queries are independent, so large calls run in slices: the attention's temporaries grow
   // with the slice ([queries, heads, k, input] floats). On the CPU, past ~64 MB each pass would
@@ -267,6 +271,13 @@ torch::Tensor TemporalLinkModelImpl::Predict(const torch::Tensor& src_embeddings
 void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src, std::span<const int64_t> dst,
                                         std::span<const double> ts,
                                         std::span<const float> features) {
+  const size_t feature_values = src.size() * static_cast<size_t>(config_.edge_feature_dim);
+  if (dst.size() != src.size() || ts.size() != src.size() || features.size() != feature_values) {
+    throw std::invalid_argument(
+        "ApplyEvents: " + std::to_string(src.size()) + " src, " + std::to_string(dst.size()) +
+        " dst, " + std::to_string(ts.size()) + " ts and " + std::to_string(features.size()) +
+        " feature values (expected " + std::to_string(feature_values) + ")");
+  }
   if (!config_.has_memory()) return;
   torch::NoGradGuard no_grad;
   InvalidatePendingView();

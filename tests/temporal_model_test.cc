@@ -129,6 +129,22 @@ TEST(ApplyEvents, KeepsEachNodesLastMessageInPositionOrder) {
   }
 }
 
+// Spans of different lengths are the caller's bug; they are refused before anything is read.
+TEST(TemporalLinkModel, RefusesMismatchedInputs) {
+  TemporalLinkModel model(SmallConfig("tgn", 1, 2));
+  model->EnsureNodes(4);
+  const std::vector<int64_t> two = {1, 2}, one = {3};
+  const std::vector<double> times = {1.0, 2.0};
+  EXPECT_THROW(model->ApplyEvents(two, one, times, std::vector<float>(4)), std::invalid_argument);
+  EXPECT_THROW(model->ApplyEvents(two, two, std::vector<double>{1.0}, std::vector<float>(4)),
+               std::invalid_argument);
+  EXPECT_THROW(model->ApplyEvents(two, two, times, {}), std::invalid_argument);  // no features
+  model->ApplyEvents(two, two, times, std::vector<float>(4));
+  TemporalAdjacency adjacency(2);
+  EXPECT_THROW(model->Embed(two, std::vector<double>{1.0}, adjacency), std::invalid_argument);
+  EXPECT_EQ(model->Embed(two, times, adjacency).vectors.size(0), 2);
+}
+
 // The CPU kernel against the definition: float64 cosine of the float64 product, rounded to
 // float32. Deltas from 0 to past the kernel's fast range (3e9 at omega 1), negative ones and
 // non-finite ones.
