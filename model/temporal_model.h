@@ -75,7 +75,8 @@ class TemporalLinkModelImpl : public torch::nn::Module {
 
   const ModelConfig& config() const { return config_; }
 
-  // Embeds nodes[i] at times[i] from history strictly before times[i].
+  // Embeds nodes[i] at times[i] from history strictly before times[i]. Throws
+  // std::invalid_argument when the spans differ in length.
   Embeddings Embed(std::span<const int64_t> nodes, std::span<const double> times,
                    const NeighborSampler& sampler);
   // Logits of links (z_src, z_dst): [B]
@@ -88,7 +89,8 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   // Forgets all node memory and pending messages.
   void ResetMemory();
   // Commits pending messages and queues this batch's events as the next ones (see above).
-  // features: [events x edge_feature_dim] row-major, or empty.
+  // features: [events x edge_feature_dim] row-major (empty without edge features). Throws
+  // std::invalid_argument when the spans' lengths do not match.
   void ApplyEvents(std::span<const int64_t> src, std::span<const int64_t> dst,
                    std::span<const double> ts, std::span<const float> features);
   // Memory of `nodes` with pending messages applied, detached: [n, memory_dim].
