@@ -30,8 +30,12 @@ keep_going=()
 [[ ${#generator[@]} -gt 0 ]] && keep_going=(-- -k 0)
 cmake --build build-gpu -j"$(nproc)" "${keep_going[@]}" > "$out/build.log" 2>&1 ||
   { grep -E -B2 -A6 'error|Error' "$out/build.log" | head -150; exit 1; }
+# A failing test does not stop the benchmark (its figures are still worth having), but the
+# script then exits with the tests' status.
+test_status=0
 if [[ -x build-gpu/tests/model_test ]]; then
-  build-gpu/tests/model_test 2>&1 | tee "$out/model_test.txt" | grep -E -A3 '^\[  (FAILED|PASSED|SKIPPED)|Failure' || true
+  build-gpu/tests/model_test > "$out/model_test.txt" 2>&1 || test_status=$?
+  grep -E -A3 '^\[  (FAILED|PASSED|SKIPPED)|Failure' "$out/model_test.txt" || true
 fi
 [[ -x build-gpu/bench/model_bench ]] || { echo "no Google Benchmark: no model_bench" >&2; exit 1; }
 TLP_DEVICE=cuda:0 TLP_SOURCE_DIR=$PWD build-gpu/bench/model_bench \
@@ -44,3 +48,7 @@ for entry in report["benchmarks"]:
     if entry["name"].startswith("BM_Gather"):
         print(f"gather {entry['bytes_per_s'] / 1e9:.0f} GB/s = {entry['bytes_per_s'] / peak:.1%} of {peak / 1e9:.0f} GB/s")
 PY
+if [[ $test_status -ne 0 ]]; then
+  echo "model_test failed (exit $test_status): see $out/model_test.txt" >&2
+  exit "$test_status"
+fi
