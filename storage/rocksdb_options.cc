@@ -100,22 +100,6 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const rocksdb::Options& base, const s
     // Several streams' ids interleave, so every L0 file overlaps much of L1 (W-amp 3.5 at L1
     // with the default trigger); the extra L0 files cost lookups a bloom probe each.
     options.level0_file_num_compaction_trigger = 8;
-  } else if (name == "node_state") {
-    // Every checkpoint rewrites the memory vector (~400 B at memory_dim 100) of every node that
-    // changed since the previous one: about one row per event at 10M nodes. In the LSM tree level
-    // compaction then copies each vector again on every level (RocksDB LOG of a 30M-event run:
-    // 14 GB compaction writes for 4.7 GB flushed, growing with each level added), which took a
-    // third of both cores. Blob files keep the vectors out of the tree: compaction moves
-    // 30-byte references, and garbage collection relocates only the live vectors of the oldest
-    // blob files once most of them are overwritten.
-    options.enable_blob_files = true;
-    options.min_blob_size = 64;
-    options.enable_blob_garbage_collection = true;
-    options.blob_garbage_collection_age_cutoff = 0.25;
-    options.blob_garbage_collection_force_threshold = 0.5;
-    // The node memory cache reads every node it pages in, and most of those are nodes no
-    // checkpoint has stored yet: bloom filters answer them without a block search.
-    FilterPointLookups(&options);
   }
   return options;
 }

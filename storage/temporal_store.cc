@@ -26,6 +26,17 @@ constexpr const char* kEpochBitsKey = "adjacency_epoch_bits";
 constexpr const char* kMaxTsKey = "max_ts";
 constexpr const char* kWatermarkKey = "watermark";
 constexpr const char* kCursorPrefix = "cursor/";
+constexpr const char* kNodeStateCommitKey = "node_state_commit";
+constexpr const char* kNodeStateDirectory = "/node_states";
+
+// generation, slots, dim: three big-endian u64.
+std::string EncodeNodeStateCommit(const NodeStateCommit& commit) {
+  std::string out(24, '\0');
+  PutBigEndian<uint64_t>(commit.generation, out.data());
+  PutBigEndian<uint64_t>(commit.slots, out.data() + 8);
+  PutBigEndian<uint64_t>(commit.dim, out.data() + 16);
+  return out;
+}
 
 Status FromRocks(const rocksdb::Status& status, const std::string& what) {
   if (status.ok()) return Status::Ok();
@@ -141,7 +152,8 @@ Status TemporalStore::Initialize() {
     return Status::Corruption("store '" + path_ + "' has no schema version");
   }
   const uint64_t version = GetBigEndian<uint64_t>(value.data());
-  if (version != kSchemaVersion && version != kSchemaVersionNodeFirstAdjacency) {
+  if (version != kSchemaVersion && version != kSchemaVersionNodeStateFamily &&
+      version != kSchemaVersionNodeFirstAdjacency) {
     return Status::FailedPrecondition("store '" + path_ + "' has schema version " +
                                       std::to_string(version) + ", this build reads version " +
                                       std::to_string(kSchemaVersion) +
@@ -171,6 +183,18 @@ Status TemporalStore::Initialize() {
   if (db_->Get(rocksdb::ReadOptions(), meta_, kWatermarkKey, &value).ok() && value.size() == 8) {
     watermark_ = GetBigEndian<uint64_t>(value.data());
   }
+  NodeStateCommit committed;
+  rocks = db_->Get(rocksdb::ReadOptions(), meta_, kNodeStateCommitKey, &value);
+  if (rocks.ok() && value.size() == 24) {
+    committed.generation = GetBigEndian<uint64_t>(value.data());
+    committed.slots = GetBigEndian<uint64_t>(value.data() + 8);
+    committed.dim = static_cast<uint32_t>(GetBigEndian<uint64_t>(value.data() + 16));
+  } else if (!rocks.IsNotFound()) {
+    return Status::Corruption("store '" + path_ + "' has a damaged node state commit");
+  }
+  Status opened =
+      NodeStateFile::Open(path_ + kNodeStateDirectory, committed, options_.sync, &node_states_);
+  if (!opened.ok()) return opened;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), events_));
   it->SeekToLast();
   if (it->Valid()) last_sequence_ = GetBigEndian<uint64_t>(it->key().data());
@@ -183,7 +207,71 @@ Status TemporalStore::Initialize() {
     Status migrated = MigrateAdjacency();
     if (!migrated.ok()) return migrated;
   }
+  if (version != kSchemaVersion) {
+    Status migrated = MigrateNodeStates();
+    if (!migrated.ok()) return migrated;
+  }
   return neighbors_->Rebuild();
+}
+
+Status TemporalStore::MigrateNodeStates() {
+  // Each batch is one checkpoint generation at the unchanged watermark, so the states stay one
+  // cut throughout; the column family is emptied and the schema version moves only after the
+  // last batch, so a crash part way migrates again on the next open (rewriting the same rows).
+  constexpr size_t kStatesPerCheckpoint = 100000;
+  NodeStates states;
+  auto save = [&]() {
+    if (states.size() == 0) return Status::Ok();
+    Status saved = SaveNodeStates(states, watermark_.load());
+    states.Clear(states.dim);
+    return saved;
+  };
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), node_state_));
+  size_t migrated = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key(), value = it->value();
+    if (key.size() != 8 || value.size() < sizeof(double) ||
+        (value.size() - sizeof(double)) % sizeof(float) != 0) {
+      return Status::Corruption("node_state row of " + std::to_string(key.size()) + "/" +
+                                std::to_string(value.size()) + " bytes");
+    }
+    const auto dim = static_cast<uint32_t>((value.size() - sizeof(double)) / sizeof(float));
+    if (states.size() > 0 && dim != states.dim) {
+      return Status::Corruption("node_state rows of widths " + std::to_string(states.dim) +
+                                " and " + std::to_string(dim));
+    }
+    states.dim = dim;
+    states.nodes.push_back(GetBigEndian<uint64_t>(key.data()));
+    double ts = 0;
+    std::memcpy(&ts, value.data(), sizeof(ts));
+    states.last_update_ts.push_back(ts);
+    const auto* memory = reinterpret_cast<const float*>(value.data() + sizeof(double));
+    states.memory.insert(states.memory.end(), memory, memory + dim);
+    ++migrated;
+    if (states.size() == kStatesPerCheckpoint) {
+      Status status = save();
+      if (!status.ok()) return status;
+    }
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "node state migration failed");
+  Status status = save();
+  if (!status.ok()) return status;
+  rocksdb::WriteBatch batch;
+  // Keys are 8-byte big-endian node ids: [0^8, FF^8] spans them all but the last, done apart.
+  const std::string last(8, '\xff');
+  batch.DeleteRange(node_state_, std::string(8, '\0'), last);
+  batch.Delete(node_state_, last);
+  batch.Put(meta_, kSchemaKey, EncodeU64(kSchemaVersion));
+  rocksdb::WriteOptions write_options;
+  write_options.sync = true;
+  status = FromRocks(db_->Write(write_options, &batch), "cannot finish the node state migration");
+  if (status.ok() && migrated > 0) {
+    // The emptied family's files go now rather than at some later compaction.
+    rocksdb::CompactRangeOptions compact;
+    status = FromRocks(db_->CompactRange(compact, node_state_, nullptr, nullptr),
+                       "cannot compact the emptied node_state family");
+  }
+  return status;
 }
 
 Status TemporalStore::MigrateAdjacency() {
@@ -231,7 +319,9 @@ Status TemporalStore::MigrateAdjacency() {
   status = write_rows();
   if (!status.ok()) return status;
   rocksdb::WriteBatch batch;
-  batch.Put(meta_, kSchemaKey, EncodeU64(kSchemaVersion));
+  // Node memory is still in the node_state family: MigrateNodeStates moves it and then
+  // sets the current version.
+  batch.Put(meta_, kSchemaKey, EncodeU64(kSchemaVersionNodeStateFamily));
   batch.Put(meta_, kEpochBitsKey, EncodeU64(adjacency_epoch_bits_));
   rocksdb::WriteOptions write_options;
   write_options.sync = true;
@@ -435,78 +525,44 @@ void TemporalStore::WriteAdjacencyRows(rocksdb::WriteBatch* write) {
 
 Status TemporalStore::SaveNodeStates(const NodeStates& states, uint64_t watermark,
                                      std::span<const SourceCursor> cursors) {
-  // Not under writer_mutex_: no key here is one Append writes, and a checkpoint of many states
-  // must not stall ingest while it is written.
-  // In key order, for the memtable's sake (see the adjacency rows in Append).
-  std::vector<size_t> order(states.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(),
-            [&states](size_t a, size_t b) { return states.nodes[a] < states.nodes[b]; });
+  // Not under writer_mutex_: nothing here is what Append writes, and a checkpoint of many
+  // states must not stall ingest while it is written.
+  std::lock_guard lock(node_state_mutex_);
+  NodeStateCommit next;
+  Status status = node_states_->Prepare(states, &next);
+  if (!status.ok()) return status;
+  status = CommitNodeStates(next, watermark, cursors);
+  if (!status.ok()) return status;  // the previous generation stays in force
+  watermark_ = watermark;
+  return node_states_->Publish(states, next);
+}
+
+Status TemporalStore::CommitNodeStates(const NodeStateCommit& next, uint64_t watermark,
+                                       std::span<const SourceCursor> cursors) {
   rocksdb::WriteBatch write;
-  std::string value;
-  for (const size_t i : order) {
-    value.assign(reinterpret_cast<const char*>(&states.last_update_ts[i]), sizeof(double));
-    const std::span<const float> memory = states.MemoryOf(i);
-    value.append(reinterpret_cast<const char*>(memory.data()), memory.size_bytes());
-    write.Put(node_state_, EncodeU64(states.nodes[i]), value);
-  }
+  write.Put(meta_, kNodeStateCommitKey, EncodeNodeStateCommit(next));
   for (const SourceCursor& cursor : cursors) {
     write.Put(meta_, kCursorPrefix + cursor.name, cursor.value);
   }
   write.Put(meta_, kWatermarkKey, EncodeU64(watermark));
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync;
-  Status status = FromRocks(db_->Write(write_options, &write), "node state checkpoint failed");
-  if (status.ok()) watermark_ = watermark;
-  return status;
+  return FromRocks(db_->Write(write_options, &write), "node state checkpoint failed");
 }
 
 Status TemporalStore::GetNodeStates(std::span<const uint64_t> nodes, NodeStates* states) const {
-  const size_t count = nodes.size();
-  const size_t dim = states->dim;
-  states->nodes.assign(nodes.begin(), nodes.end());
-  states->last_update_ts.assign(count, 0.0);
-  states->memory.assign(count * dim, 0.0f);
-  states->found.assign(count, 0);
-  if (count == 0) return Status::Ok();
-  std::vector<std::string> keys(count);
-  std::vector<rocksdb::Slice> slices(count);
-  for (size_t i = 0; i < count; ++i) {
-    keys[i] = EncodeU64(nodes[i]);
-    slices[i] = keys[i];
-  }
-  std::vector<rocksdb::PinnableSlice> values(count);
-  std::vector<rocksdb::Status> found(count);
-  db_->MultiGet(rocksdb::ReadOptions(), node_state_, count, slices.data(), values.data(),
-                found.data());
-  for (size_t i = 0; i < count; ++i) {
-    if (found[i].IsNotFound()) continue;
-    if (!found[i].ok()) return FromRocks(found[i], "node state lookup failed");
-    if (values[i].size() != sizeof(double) + dim * sizeof(float)) {
-      return Status::Corruption("node state of node " + std::to_string(nodes[i]) + " has " +
-                                std::to_string(values[i].size()) + " bytes, expected " +
-                                std::to_string(sizeof(double) + dim * sizeof(float)));
-    }
-    std::memcpy(&states->last_update_ts[i], values[i].data(), sizeof(double));
-    std::memcpy(states->memory.data() + i * dim, values[i].data() + sizeof(double),
-                dim * sizeof(float));
-    states->found[i] = 1;
-  }
-  return Status::Ok();
+  return node_states_->Read(nodes, states);
 }
 
 Status TemporalStore::ClearNodeStates() {
-  rocksdb::WriteBatch write;
-  // Keys are 8-byte big-endian node ids: [0^8, FF^8] spans them all but the last, done apart.
-  const std::string last(8, '\xff');
-  write.DeleteRange(node_state_, std::string(8, '\0'), last);
-  write.Delete(node_state_, last);
-  write.Put(meta_, kWatermarkKey, EncodeU64(0));
-  rocksdb::WriteOptions write_options;
-  write_options.sync = options_.sync;
-  Status status = FromRocks(db_->Write(write_options, &write), "clearing node states failed");
-  if (status.ok()) watermark_ = 0;
-  return status;
+  std::lock_guard lock(node_state_mutex_);
+  NodeStateCommit next;
+  Status status = node_states_->PrepareClear(&next);
+  if (!status.ok()) return status;
+  status = CommitNodeStates(next, 0, {});
+  if (!status.ok()) return status;
+  watermark_ = 0;
+  return node_states_->PublishClear(next);
 }
 
 uint64_t TemporalStore::watermark() const { return watermark_.load(); }
@@ -560,13 +616,17 @@ Status TemporalStore::ReplayAfter(
 }
 
 Status TemporalStore::Checkpoint(const std::string& directory) const {
+  // No node state checkpoint may commit between the copy of meta and that of the node states.
+  std::lock_guard lock(node_state_mutex_);
   rocksdb::Checkpoint* checkpoint = nullptr;
   Status status = FromRocks(rocksdb::Checkpoint::Create(db_.get(), &checkpoint),
                             "cannot create checkpoint object");
   if (!status.ok()) return status;
   std::unique_ptr<rocksdb::Checkpoint> owner(checkpoint);
-  return FromRocks(checkpoint->CreateCheckpoint(directory),
-                   "checkpoint to '" + directory + "' failed");
+  status = FromRocks(checkpoint->CreateCheckpoint(directory),
+                     "checkpoint to '" + directory + "' failed");
+  if (!status.ok()) return status;
+  return node_states_->CopyTo(directory + kNodeStateDirectory);
 }
 
 uint64_t TemporalStore::last_sequence() const { return last_sequence_.load(); }

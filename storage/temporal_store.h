@@ -4,9 +4,12 @@
 //   events      seq (u64 BE)                -> packed event (see event_codec.h)
 //   adjacency   epoch, node, ts, seq (28 B) -> neighbour (u64), the node's previous epoch (u32);
 //               both directions per event; epoch = seq >> adjacency_epoch_bits (key_encoding.h)
-//   node_state  node (u64 BE)               -> last update ts (f64), memory (f32 x dim)
+//   node_state  empty; stores of schema version 2 kept node memory here (migrated on open)
 //   event_ids   client event_id             -> seq (idempotent re-sends)
-//   meta        name                        -> schema version, feature dim, max ts, watermark
+//   meta        name                        -> schema version, feature dim, max ts, watermark,
+//                                              the node state file's committed generation
+// Node memory lives beside them in node_states/ (node_state_file.h): one slot per node,
+// outside the LSM tree, committed by the same meta write as the watermark.
 //
 // Contract: one writer calls Append (it is serialised internally anyway); any number of
 // threads read. Append writes a whole batch in one WriteBatch with the WAL on, so after it
@@ -29,6 +32,7 @@
 #include "common/status.h"
 #include "storage/key_encoding.h"
 #include "storage/neighbor_index.h"
+#include "storage/node_state_file.h"
 
 namespace rocksdb {
 class DB;
@@ -38,8 +42,10 @@ class WriteBatch;
 
 namespace tlp::storage {
 
-inline constexpr uint32_t kSchemaVersion = 2;  // adjacency keyed by epoch first
-// Stores of this version (adjacency keyed by node first) are migrated when opened.
+inline constexpr uint32_t kSchemaVersion = 3;  // node memory in node_states/, not RocksDB
+// Stores of older versions are migrated when opened: version 2 kept node memory in the
+// node_state column family, version 1 also keyed adjacency by node first.
+inline constexpr uint32_t kSchemaVersionNodeStateFamily = 2;
 inline constexpr uint32_t kSchemaVersionNodeFirstAdjacency = 1;
 inline constexpr size_t kMaxEventIdBytes = 128;
 inline constexpr uint32_t kMaxFeatureDim = 4096;
@@ -175,6 +181,11 @@ class TemporalStore {
   Status Initialize();
   // Rewrites the adjacency of a schema version 1 store from its event log (Initialize).
   Status MigrateAdjacency();
+  // Moves the node_state column family of a schema version <= 2 store into node_states_.
+  Status MigrateNodeStates();
+  // Writes a prepared node state generation, with `watermark` and `cursors`, in one meta write.
+  Status CommitNodeStates(const NodeStateCommit& next, uint64_t watermark,
+                          std::span<const SourceCursor> cursors);
   // Queues the adjacency rows of one event (one per endpoint; one for a self-loop) for the
   // batch being built (written sorted, see WriteAdjacencyRows).
   void AddAdjacencyRows(uint64_t src, uint64_t dst, double ts, uint64_t sequence);
@@ -193,6 +204,9 @@ class TemporalStore {
   rocksdb::ColumnFamilyHandle* event_ids_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
   std::unique_ptr<NeighborIndex> neighbors_;
+  std::unique_ptr<NodeStateFile> node_states_;
+  // Serialises node state checkpoints, clears and store copies (a copy must not see half of one).
+  mutable std::mutex node_state_mutex_;
 
   mutable std::mutex writer_mutex_;  // serialises Append
   std::atomic<uint64_t> last_sequence_{0};

@@ -367,24 +367,16 @@ TEST_F(StoreTest, NodeStatesWatermarkAndCursorsSurviveReopenAsOneCut) {
   EXPECT_EQ(states.found, (std::vector<uint8_t>{0, 0, 0}));
 }
 
-// Every column family reads through the one block cache of StoreOptions::block_cache_bytes:
-// node states read back from table files (the memtables were flushed at close) occupy it.
+// Every column family reads through the one block cache of StoreOptions::block_cache_bytes: a
+// replay of the event log reads its blocks from table files (the memtables were flushed at
+// close), and they occupy it.
 TEST_F(StoreTest, TableReadsShareTheConfiguredBlockCache) {
   StoreOptions options;
   options.block_cache_bytes = 3 << 20;
-  constexpr uint32_t kDim = 4;
-  NodeStates states;
-  states.Clear(kDim);
-  for (uint64_t node = 1; node <= 2000; ++node) {
-    states.nodes.push_back(node);
-    states.last_update_ts.push_back(static_cast<double>(node));
-    states.memory.insert(states.memory.end(), kDim, static_cast<float>(node));
-  }
   {
     auto store = OpenStore(options);
-    ASSERT_TRUE(store->SaveNodeStates(states, 1).ok());
     EventBatch batch;
-    for (uint64_t i = 1; i <= 100; ++i) batch.Add(i, i + 1, static_cast<double>(i));
+    for (uint64_t i = 1; i <= 5000; ++i) batch.Add(i, i + 100000, static_cast<double>(i));
     AppendResult result;
     ASSERT_TRUE(store->Append(batch, &result).ok());
   }
@@ -392,12 +384,17 @@ TEST_F(StoreTest, TableReadsShareTheConfiguredBlockCache) {
   StoreStats stats = store->Stats();
   EXPECT_EQ(stats.block_cache_capacity_bytes, options.block_cache_bytes);
   const uint64_t before = stats.block_cache_bytes;
-  NodeStates read;
-  read.dim = kDim;
-  ASSERT_TRUE(store->GetNodeStates(states.nodes, &read).ok());
-  EXPECT_EQ(read.memory, states.memory);
+  size_t replayed = 0;
+  ASSERT_TRUE(store
+                  ->ReplayAfter(0, 1000,
+                                [&](const EventBatch& batch, uint64_t) {
+                                  replayed += batch.size();
+                                  return Status::Ok();
+                                })
+                  .ok());
+  EXPECT_EQ(replayed, 5000u);
   stats = store->Stats();
-  EXPECT_GT(stats.block_cache_bytes, before);  // node_state's blocks
+  EXPECT_GT(stats.block_cache_bytes, before);  // the event log's blocks
   EXPECT_LE(stats.block_cache_bytes, options.block_cache_bytes);
 }
 
@@ -407,12 +404,23 @@ TEST_F(StoreTest, CheckpointOpensAsAStore) {
   batch.Add(1, 2, 1.0);
   AppendResult result;
   ASSERT_TRUE(store->Append(batch, &result).ok());
+  NodeStates states;
+  states.Clear(1);
+  states.nodes = {2};
+  states.last_update_ts = {1.0};
+  states.memory = {0.5f};
+  ASSERT_TRUE(store->SaveNodeStates(states, 1).ok());
   const std::string copy = dir_.string() + "_copy";
   std::filesystem::remove_all(copy);
   ASSERT_TRUE(store->Checkpoint(copy).ok());
   std::unique_ptr<TemporalStore> reopened;
   ASSERT_TRUE(TemporalStore::Open(copy, {}, &reopened).ok());
   EXPECT_EQ(reopened->last_sequence(), 1u);
+  EXPECT_EQ(reopened->watermark(), 1u);
+  NodeStates read;
+  read.dim = 1;
+  ASSERT_TRUE(reopened->GetNodeStates(states.nodes, &read).ok());
+  EXPECT_EQ(read.memory, states.memory);
   reopened.reset();
   std::filesystem::remove_all(copy);
 }
@@ -553,6 +561,56 @@ TEST_F(StoreTest, SchemaVersion1StoreIsMigratedOnOpen) {
     }
     EXPECT_EQ(store->neighbors().Degree(3), 43u);
   }
+}
+
+// A store of schema version 2 kept node memory in the node_state column family: opening it
+// moves the rows into the node state file at the same watermark and empties the family.
+TEST_F(StoreTest, SchemaVersion2NodeStatesAreMigratedOnOpen) {
+  OpenStore().reset();
+  {
+    RawStore raw(dir_.string());
+    rocksdb::ColumnFamilyHandle* node_state = raw.handles[3];
+    for (uint64_t node : {3, 8}) {
+      char key[8];
+      PutBigEndian<uint64_t>(node, key);
+      const double ts = static_cast<double>(node) / 2;
+      const float memory[2] = {static_cast<float>(node), -static_cast<float>(node)};
+      std::string value(reinterpret_cast<const char*>(&ts), sizeof(ts));
+      value.append(reinterpret_cast<const char*>(memory), sizeof(memory));
+      ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), node_state, {key, 8}, value).ok());
+    }
+    std::string watermark(8, '\0');
+    PutBigEndian<uint64_t>(42, watermark.data());
+    ASSERT_TRUE(
+        raw.db->Put(rocksdb::WriteOptions(), raw.handles[RawStore::kMeta], "watermark", watermark)
+            .ok());
+    ASSERT_TRUE(
+        raw.db->Delete(rocksdb::WriteOptions(), raw.handles[RawStore::kMeta], "node_state_commit")
+            .ok());
+    raw.SetSchemaVersion(kSchemaVersionNodeStateFamily);
+  }
+  for (int open = 0; open < 2; ++open) {  // the migration, then a plain open of its result
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->watermark(), 42u);
+    NodeStates states;
+    states.dim = 2;
+    const uint64_t nodes[] = {8, 5, 3};
+    ASSERT_TRUE(store->GetNodeStates(nodes, &states).ok());
+    EXPECT_EQ(states.found, (std::vector<uint8_t>{1, 0, 1}));
+    EXPECT_EQ(states.memory, (std::vector<float>{8.0f, -8.0f, 0.0f, 0.0f, 3.0f, -3.0f}));
+    EXPECT_EQ(states.last_update_ts, (std::vector<double>{4.0, 0.0, 1.5}));
+  }
+  RawStore raw(dir_.string());
+  std::unique_ptr<rocksdb::Iterator> it(
+      raw.db->NewIterator(rocksdb::ReadOptions(), raw.handles[3]));
+  it->SeekToFirst();
+  EXPECT_FALSE(it->Valid());
+  std::string version;
+  ASSERT_TRUE(
+      raw.db->Get(rocksdb::ReadOptions(), raw.handles[RawStore::kMeta], "schema_version", &version)
+          .ok());
+  EXPECT_EQ(GetBigEndian<uint64_t>(version.data()), kSchemaVersion);
 }
 
 // A child process appends batches with event ids and reports each acknowledged batch through a
