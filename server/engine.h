@@ -51,14 +51,14 @@ struct EngineOptions {
   // cores, so one thread applies more events per second than two on a busy machine (30M
   // generated events, 10M nodes, 2 cores: see README's performance section).
   int memory_threads = 1;
-  // Node memory changed since the last checkpoint is written to the store (node_state, one
-  // atomic write with the watermark it covers) every this many applied events, when the cache's
+  // Node memory changed since the last checkpoint is written to the store (its node state file,
+  // committed atomically with the watermark it covers) every this many applied events, when the cache's
   // evicted changed rows reach their bound, and on close; a restart replays only the log after
   // it. Incremental: a checkpoint costs what changed, not the number of nodes. 0 = only on
   // close and when the cache needs it. Each checkpoint rewrites every row changed since the last
-  // one (~95k rows per 100k events at 10M nodes): 1M halves what node_state writes and
-  // compacts (30M generated events, 10M nodes, 2 cores: 429 -> 371 s, 58k -> 72k events/s at
-  // 29M) for a crash replay of at most ~1M events (~10 s).
+  // one (~95k rows per 100k events at 10M nodes, ~415k per 1M): 1M events between them wrote
+  // and compacted far less than 100k when node memory lived in RocksDB (30M generated events,
+  // 10M nodes, 2 cores: 429 -> 371 s) for a crash replay of at most ~1M events (~10 s).
   uint64_t checkpoint_every_events = 1000000;
   // Also when this many seconds passed since the last one and events were applied since (a
   // slow stream would otherwise go hours between checkpoints). 0 = no time trigger.

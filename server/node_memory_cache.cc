@@ -153,7 +153,7 @@ Status NodeMemoryCache::ReadStored(std::span<const uint64_t> nodes, storage::Nod
 Status NodeMemoryCache::LoadStates(std::span<const uint64_t> nodes, storage::NodeStates* states) {
   Status status = ReadStored(nodes, states);
   if (!status.ok()) return status;
-  // Newer than RocksDB: rows evicted dirty since the last checkpoint, then that checkpoint's
+  // Newer than the store: rows evicted dirty since the last checkpoint, then that checkpoint's
   // rows (it may still be being written).
   for (size_t i = 0; i < nodes.size(); ++i) {
     const storage::NodeStates* source = nullptr;

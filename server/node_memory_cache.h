@@ -1,12 +1,12 @@
-// NodeMemoryCache: which nodes' memory is resident in the model, with RocksDB as the truth.
+// NodeMemoryCache: which nodes' memory is resident in the model, with the store as the truth.
 //
 // The model indexes node memory by row. This maps client node ids to a bounded set of rows
-// (CLOCK replacement), loads the misses of a call from the store's node_state in one batched
-// read, and keeps the rows changed since the last checkpoint ("dirty") until a checkpoint writes
-// them: a dirty row that is evicted moves to a side table, not to RocksDB, so what RocksDB
-// holds is always one consistent cut of the log (the last checkpoint's watermark), and a crash
-// replays the log after it onto exactly that state. The side table is bounded by checkpointing
-// when it fills (see CheckpointDue).
+// (CLOCK replacement), loads the misses of a call from the store's node state file in one
+// batched read, and keeps the rows changed since the last checkpoint ("dirty") until a
+// checkpoint writes them: a dirty row that is evicted moves to a side table, not to the store,
+// so what the store holds is always one consistent cut of the log (the last checkpoint's
+// watermark), and a crash replays the log after it onto exactly that state. The side table is
+// bounded by checkpointing when it fills (see CheckpointDue).
 //
 // Row 0 is reserved: zero memory, for nodes the store has never seen. Rows handed out since
 // the last BeginOperation() and rows with pending messages (the last applied chunk's) are never
@@ -74,7 +74,7 @@ class NodeMemoryCache {
   // resident until the next BeginOperation.
   void BeginOperation();
   // rows[i] = the row holding nodes[i]'s memory, loading misses (from the side table, the last
-  // checkpoint, or RocksDB in one MultiGet; zeros for nodes never stored).
+  // checkpoint, or the store in one batched read; zeros for nodes never stored).
   Status Rows(std::span<const uint64_t> nodes, std::span<int64_t> rows);
   uint64_t NodeOf(int64_t row) const { return node_of_row_[static_cast<size_t>(row)]; }
 
