@@ -18,6 +18,8 @@ import sys
 import time
 import urllib.request
 
+from thread_cpu import snapshot as snapshot_threads  # tid -> (name, on-core ns, run-queue ns)
+
 KINDS = ["memory", "writer", "compaction", "flush", "other"]
 
 
@@ -31,20 +33,6 @@ def kind(thread_name):
     if thread_name.startswith("rocksdb:high"):
         return "flush"
     return "other"
-
-
-def threads(pid):
-    result = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as comm:
-                name = comm.read().strip()
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as schedstat:
-                on_cpu_ns, waiting_ns = map(int, schedstat.read().split()[:2])
-        except OSError:  # ended meanwhile
-            continue
-        result[tid] = (name, on_cpu_ns, waiting_ns)
-    return result
 
 
 def process_seconds(pid):
@@ -84,7 +72,7 @@ def client_pid():
 
 def snapshot(pid, port):
     client = client_pid()
-    return {"time": time.monotonic(), "threads": threads(pid), "metrics": metrics(port),
+    return {"time": time.monotonic(), "threads": snapshot_threads(pid), "metrics": metrics(port),
             "process": process_seconds(pid), "client": client,
             "client_seconds": process_seconds(client), "machine": machine_ticks()}
 
