@@ -3,11 +3,13 @@
 # preferential attachment, bursty times) streamed into a fresh tlpd, sampled every 5 s (events
 # stored, events applied, RSS), then ScoreLinks and TopK latency with hot nodes (endpoints of the
 # newest events, in the neighbour cache) and cold ones (endpoints drawn from the whole stream),
-# disk bytes per event, and cold start (exec to SERVING after a clean stop).
+# disk bytes per event, and cold start (exec to SERVING after a clean stop). Beside the stream,
+# bench/cpu_account.py writes CPU per event by thread kind every 60 s (cpu_account.csv).
 #
 # Usage: bash bench/scale.sh OUT_DIR EVENTS SOURCE_NODES [DESTINATIONS] [-- extra tlpd serve flags]
 #   e.g. bash bench/scale.sh bench/results/scale-10m 10000000 10000000 10000
-# Writes OUT_DIR/samples.csv, OUT_DIR/summary.json and the raw tlpctl outputs.
+# Writes OUT_DIR/samples.csv, OUT_DIR/cpu_account.csv, OUT_DIR/summary.json and the raw tlpctl
+# outputs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$1 events=$2 nodes=$3 destinations=${4:-10000}
@@ -20,8 +22,8 @@ tlpctl=$build/client/tlpctl
 seconds=${TLP_BENCH_SECONDS:-10}
 mkdir -p "$out"
 work=${TLP_SCALE_WORK:-$(mktemp -d)}
-daemon="" sampler=""
-trap 'kill $sampler $daemon 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+daemon="" sampler="" accountant=""
+trap 'kill $sampler $accountant $daemon 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 source tests/script_support.sh
 
 echo "== generating $events events ($nodes sources, $destinations destinations)" >&2
@@ -65,6 +67,8 @@ begin=$(date +%s.%N)
     sleep 5
   done ) > "$out/samples.csv" &
 sampler=$!
+python3 bench/cpu_account.py "$daemon" "$metrics_port" "$out/cpu_account.csv" 60 &
+accountant=$!
 echo "== ingest" >&2
 "$tlpctl" --address "$address" --json ingest --batch-size 5000 --streams 2 "$stream" \
   > "$out/ingest.json"
@@ -80,7 +84,7 @@ done
 rss_end=$(awk '/VmRSS/ {print $2}' "/proc/$daemon/status")
 hwm=$(awk '/VmHWM/ {print $2}' "/proc/$daemon/status")
 stop
-kill $sampler 2>/dev/null || true
+kill $sampler $accountant 2>/dev/null || true
 disk=$(du -sb "$work/data" | cut -f1)
 echo "== cold start" >&2
 cold_begin=$(date +%s.%N)
