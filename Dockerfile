@@ -14,7 +14,7 @@ RUN apt-get update \
       libtorch1.13 libgrpc++1.51 librocksdb7.8 libprometheus-cpp-pull1.0 \
       libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 librdkafka1 libopenblas0-openmp libgomp1 \
       libjemalloc2 \
-      zlib1g ca-certificates \
+      libabsl20220623 zlib1g ca-certificates \
  && for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do \
       update-alternatives --set "${lib}-x86_64-linux-gnu" \
         "/usr/lib/x86_64-linux-gnu/openblas-openmp/${lib}"; \

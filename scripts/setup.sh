@@ -19,7 +19,7 @@ PACKAGES=(
   # the daemon's allocator (server/CMakeLists.txt)
   libjemalloc-dev
   # utility libraries
-  zlib1g-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  zlib1g-dev libabsl-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # Python client example and its test
