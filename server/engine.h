@@ -52,9 +52,9 @@ struct EngineOptions {
   // generated events, 10M nodes, 2 cores: see README's performance section).
   int memory_threads = 1;
   // Node memory changed since the last checkpoint is written to the store (its node state file,
-  // committed atomically with the watermark it covers) every this many applied events, when the cache's
-  // evicted changed rows reach their bound, and on close; a restart replays only the log after
-  // it. Incremental: a checkpoint costs what changed, not the number of nodes. 0 = only on
+  // committed atomically with the watermark it covers) every this many applied events, when the
+  // cache's evicted changed rows reach their bound, and on close; a restart replays only the log
+  // after it. Incremental: a checkpoint costs what changed, not the number of nodes. 0 = only on
   // close and when the cache needs it. Each checkpoint rewrites every row changed since the last
   // one (~95k rows per 100k events at 10M nodes, ~415k per 1M): 1M events between them wrote
   // and compacted far less than 100k when node memory lived in RocksDB (30M generated events,

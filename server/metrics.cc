@@ -74,6 +74,8 @@ Metrics::Metrics(const std::string& address)
           Gauge(*registry_, "tlpd_rocksdb_memtable_bytes", "RocksDB bytes in all memtables")),
       block_cache_bytes(Gauge(*registry_, "tlpd_rocksdb_block_cache_bytes",
                               "RocksDB block cache in use (--block-cache-mb bounds it)")),
+      node_state_file_bytes(Gauge(*registry_, "tlpd_node_state_file_bytes",
+                                  "Node memory on disk, beside RocksDB (slots, index, journals)")),
       checkpoint_age(Gauge(*registry_, "tlpd_checkpoint_age_seconds",
                            "Seconds since node memory was last checkpointed")),
       events_since_checkpoint(

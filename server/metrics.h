@@ -48,6 +48,7 @@ class Metrics {
   prometheus::Gauge& pending_compaction_bytes;
   prometheus::Gauge& memtable_bytes;
   prometheus::Gauge& block_cache_bytes;
+  prometheus::Gauge& node_state_file_bytes;
   prometheus::Gauge& checkpoint_age;
   prometheus::Gauge& events_since_checkpoint;
   prometheus::Family<prometheus::Counter>& neighbor_lookups;     // label result (hit, miss)

@@ -182,6 +182,7 @@ void Daemon::ExportStats() {
     metrics.pending_compaction_bytes.Set(static_cast<double>(stats.pending_compaction_bytes));
     metrics.memtable_bytes.Set(static_cast<double>(stats.memtable_bytes));
     metrics.block_cache_bytes.Set(static_cast<double>(stats.block_cache_bytes));
+    metrics.node_state_file_bytes.Set(static_cast<double>(stats.node_state_bytes));
     metrics.events_applied.Set(static_cast<double>(engine_->Info().events_applied));
     metrics.memory_lag_events.Set(static_cast<double>(engine_->MemoryLagEvents()));
     metrics.checkpoint_age.Set(engine_->SecondsSinceCheckpoint());

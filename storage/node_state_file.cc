@@ -437,6 +437,17 @@ Status NodeStateFile::CopyTo(const std::string& directory) const {
   return Status::Ok();
 }
 
+uint64_t NodeStateFile::disk_bytes() const {
+  uint64_t bytes = 0;
+  for (const char* name : {"slots", "index", "journal-0", "journal-1"}) {
+    struct stat info {};
+    if (::stat((directory_ + "/" + name).c_str(), &info) == 0) {
+      bytes += static_cast<uint64_t>(info.st_size);
+    }
+  }
+  return bytes;
+}
+
 uint64_t NodeStateFile::stored_nodes() const {
   std::shared_lock lock(mutex_);
   return committed_.slots;

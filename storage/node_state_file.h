@@ -77,6 +77,8 @@ class NodeStateFile {
   Status CopyTo(const std::string& directory) const;
 
   uint64_t stored_nodes() const;
+  // Bytes of the files on disk (slots, index, journals).
+  uint64_t disk_bytes() const;
   const NodeStateCommit& committed() const { return committed_; }
 
  private:

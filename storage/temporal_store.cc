@@ -649,6 +649,7 @@ StoreStats TemporalStore::Stats() const {
   // Shared by all families: read once, not summed.
   db_->GetIntProperty(events_, "rocksdb.block-cache-usage", &stats.block_cache_bytes);
   db_->GetIntProperty(events_, "rocksdb.block-cache-capacity", &stats.block_cache_capacity_bytes);
+  stats.node_state_bytes = node_states_->disk_bytes();
   return stats;
 }
 

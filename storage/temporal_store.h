@@ -115,6 +115,7 @@ struct StoreStats {
   uint64_t memtable_bytes = 0;
   uint64_t block_cache_bytes = 0;           // in use (one cache for all column families)
   uint64_t block_cache_capacity_bytes = 0;  // StoreOptions::block_cache_bytes
+  uint64_t node_state_bytes = 0;            // the node state file's, on disk
 };
 
 class TemporalStore {

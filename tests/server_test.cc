@@ -208,6 +208,7 @@ TEST_F(DaemonTest, IngestsScoresAndReportsMetrics) {
   EXPECT_NE(metrics.find("tlpd_representation_norm_count{role=\"src\"} 5"), std::string::npos);
   EXPECT_NE(metrics.find("tlpd_memory_thread_seconds_total{stage=\"apply\"}"), std::string::npos);
   EXPECT_NE(metrics.find("\ntlpd_rocksdb_block_cache_bytes "), std::string::npos);
+  EXPECT_NE(metrics.find("\ntlpd_node_state_file_bytes "), std::string::npos);
 }
 
 }  // namespace

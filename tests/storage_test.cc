@@ -613,6 +613,73 @@ TEST_F(StoreTest, SchemaVersion2NodeStatesAreMigratedOnOpen) {
   EXPECT_EQ(GetBigEndian<uint64_t>(version.data()), kSchemaVersion);
 }
 
+// A child process writes node state checkpoints, each setting every node's memory to its
+// generation (new nodes joining as it goes), the watermark to the generation, and reports each
+// acknowledged one through a pipe; the parent kills it with SIGKILL mid-checkpoint. After
+// reopening, the states must be exactly one acknowledged checkpoint (or the next, if it
+// committed before the kill): every stored node holds the watermark's generation.
+TEST_F(StoreTest, SigkillMidCheckpointLeavesOneCut) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  static constexpr uint32_t kDim = 8;
+  static constexpr uint64_t kNodes = 20000;
+  auto nodes_in = [](uint64_t generation) { return std::min(kNodes, 2000 + generation * 500); };
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(pipe_fds[0]);
+    std::unique_ptr<TemporalStore> store;
+    StoreOptions options;
+    options.sync = false;
+    if (!TemporalStore::Open(dir_.string(), options, &store).ok()) _exit(2);
+    NodeStates states;
+    for (uint64_t generation = 1;; ++generation) {
+      states.Clear(kDim);
+      for (uint64_t node = 0; node < nodes_in(generation); ++node) {
+        states.nodes.push_back(node * 7919);
+        states.last_update_ts.push_back(static_cast<double>(generation));
+        states.memory.insert(states.memory.end(), kDim, static_cast<float>(generation));
+      }
+      if (!store->SaveNodeStates(states, generation).ok()) _exit(3);
+      if (write(pipe_fds[1], &generation, sizeof(generation)) != sizeof(generation)) _exit(4);
+    }
+  }
+  close(pipe_fds[1]);
+  uint64_t acknowledged = 0, generation = 0;
+  while (acknowledged < 20 &&
+         read(pipe_fds[0], &generation, sizeof(generation)) == sizeof(generation)) {
+    acknowledged = generation;
+  }
+  usleep(3000);  // into the middle of a later checkpoint
+  kill(child, SIGKILL);
+  int wait_status = 0;
+  waitpid(child, &wait_status, 0);
+  while (read(pipe_fds[0], &generation, sizeof(generation)) == sizeof(generation)) {
+    acknowledged = generation;
+  }
+  close(pipe_fds[0]);
+  ASSERT_GE(acknowledged, 20u);
+
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const uint64_t watermark = store->watermark();
+  EXPECT_GE(watermark, acknowledged);
+  EXPECT_LE(watermark, acknowledged + 1);
+  std::vector<uint64_t> nodes;
+  for (uint64_t node = 0; node < kNodes; ++node) nodes.push_back(node * 7919);
+  NodeStates states;
+  states.dim = kDim;
+  ASSERT_TRUE(store->GetNodeStates(nodes, &states).ok());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    ASSERT_EQ(states.found[i], i < nodes_in(watermark) ? 1 : 0) << "node " << nodes[i];
+    if (!states.found[i]) continue;
+    ASSERT_EQ(states.last_update_ts[i], static_cast<double>(watermark)) << "node " << nodes[i];
+    for (uint32_t d = 0; d < kDim; ++d) {
+      ASSERT_EQ(states.memory[i * kDim + d], static_cast<float>(watermark)) << "node " << nodes[i];
+    }
+  }
+}
+
 // A child process appends batches with event ids and reports each acknowledged batch through a
 // pipe; the parent kills it with SIGKILL mid-stream. Every acknowledged event must be there
 // exactly once after reopening, and a re-send of everything stores nothing twice.
