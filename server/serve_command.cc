@@ -327,7 +327,7 @@ void AddServeCommand(CLI::App& app) {
           "--node-memory-cache-mb",
           [](size_t mb) { options.engine.node_memory_cache_bytes = mb << 20; },
           "Memory for resident node memory (~480 bytes a node at memory_dim 100); the rest is "
-          "read from RocksDB when needed (default 1024)"),
+          "read from the node state file when needed (default 1024)"),
       "TLPD_NODE_MEMORY_CACHE_MB");
   serve->add_option("--score-max-batch", options.batcher.max_batch_pairs,
                     "Most pairs one scoring pass takes from concurrent requests");
