@@ -389,31 +389,34 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
     return Status::Internal("malformed EventBatch (column sizes differ)");
   }
 
-  // Duplicates: ids already stored (one MultiGet), then repeats inside this batch.
+  // Duplicates: ids already stored (one batched MultiGet), then repeats inside this batch.
+  first_in_batch_.clear();
   if (!batch.event_ids.empty()) {
-    std::vector<rocksdb::Slice> keys;
-    std::vector<size_t> positions;
+    id_keys_.clear();
+    id_positions_.clear();
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!batch.event_ids[i].empty()) {
-        keys.emplace_back(batch.event_ids[i]);
-        positions.push_back(i);
+        id_keys_.emplace_back(batch.event_ids[i]);
+        id_positions_.push_back(i);
       }
     }
-    std::vector<std::string> values;
-    std::vector<rocksdb::ColumnFamilyHandle*> families(keys.size(), event_ids_);
-    const std::vector<rocksdb::Status> found =
-        db_->MultiGet(rocksdb::ReadOptions(), families, keys, &values);
-    std::unordered_map<std::string_view, size_t> first_in_batch;
-    for (size_t j = 0; j < keys.size(); ++j) {
-      const size_t i = positions[j];
-      if (found[j].ok() && values[j].size() == 8) {
+    // The batched form: keys are probed file by file (one bloom filter and block lookup per
+    // file for all of them) instead of one full lookup each, and values are pinned, not copied.
+    id_values_.resize(id_keys_.size());
+    id_statuses_.resize(id_keys_.size());
+    db_->MultiGet(rocksdb::ReadOptions(), event_ids_, id_keys_.size(), id_keys_.data(),
+                  id_values_.data(), id_statuses_.data());
+    for (size_t j = 0; j < id_keys_.size(); ++j) {
+      const size_t i = id_positions_[j];
+      if (id_statuses_[j].ok() && id_values_[j].size() == 8) {
         result->duplicate[i] = 1;
-        result->sequences[i] = GetBigEndian<uint64_t>(values[j].data());
-      } else if (!found[j].IsNotFound()) {
-        return FromRocks(found[j], "event_id lookup failed");
-      } else if (!first_in_batch.try_emplace(batch.event_ids[i], i).second) {
+        result->sequences[i] = GetBigEndian<uint64_t>(id_values_[j].data());
+      } else if (!id_statuses_[j].IsNotFound()) {
+        return FromRocks(id_statuses_[j], "event_id lookup failed");
+      } else if (!first_in_batch_.try_emplace(batch.event_ids[i], 0).second) {
         result->duplicate[i] = 1;  // sequence filled in below, once the first one has its own
       }
+      id_values_[j].Reset();
     }
   }
 
@@ -424,7 +427,6 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
   adjacency_rows_.clear();
   uint64_t sequence = last_sequence_.load();
   double newest = max_ts_.load();
-  std::unordered_map<std::string_view, uint64_t> assigned;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (result->duplicate[i]) continue;
     ++sequence;
@@ -437,14 +439,14 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
     AddAdjacencyRows(batch.src[i], batch.dst[i], batch.ts[i], sequence);
     if (!batch.EventIdOf(i).empty()) {
       write.Put(event_ids_, batch.EventIdOf(i), key.view());
-      assigned.emplace(batch.EventIdOf(i), sequence);
+      first_in_batch_[batch.EventIdOf(i)] = sequence;
     }
     newest = std::max(newest, batch.ts[i]);
   }
   WriteAdjacencyRows(&write);
   for (size_t i = 0; i < batch.size(); ++i) {
     if (result->duplicate[i] && result->sequences[i] == 0) {
-      result->sequences[i] = assigned[batch.EventIdOf(i)];
+      result->sequences[i] = first_in_batch_[batch.EventIdOf(i)];
     }
   }
   write.Put(meta_, kMaxTsKey, EncodeDouble(newest));

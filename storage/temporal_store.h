@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/event_batch.h"
 #include "common/status.h"
 #include "storage/key_encoding.h"
@@ -38,6 +39,9 @@ namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
 class WriteBatch;
+class Slice;
+class PinnableSlice;
+class Status;
 }  // namespace rocksdb
 
 namespace tlp::storage {
@@ -221,6 +225,13 @@ class TemporalStore {
   // Reused across Append calls: no allocation per event once warm.
   std::string encode_buffer_;
   std::vector<AdjacencyRow> adjacency_rows_;
+  // The batch's event ids: their lookups, and each id's first event in the batch (its sequence
+  // once assigned).
+  std::vector<rocksdb::Slice> id_keys_;
+  std::vector<size_t> id_positions_;
+  std::vector<rocksdb::PinnableSlice> id_values_;
+  std::vector<rocksdb::Status> id_statuses_;
+  absl::flat_hash_map<std::string_view, uint64_t> first_in_batch_;
   // Per (epoch, node) run of the sorted rows: the run and one past its last row.
   std::vector<NeighborIndex::EpochLink> group_links_;
   std::vector<size_t> group_ends_;
