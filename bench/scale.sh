@@ -5,7 +5,7 @@
 # newest events, in the neighbour cache) and cold ones (endpoints drawn from the whole stream),
 # disk bytes per event, and cold start (exec to SERVING after a clean stop). Beside the stream,
 # bench/cpu_account.py writes CPU per event by thread kind every 60 s (cpu_account.csv), and
-# RocksDB's last statistics dump is kept (rocksdb-stats.txt: compaction per column family).
+# bench/rocksdb_compaction.py sums RocksDB's compactions per column family (compaction.csv).
 #
 # Usage: bash bench/scale.sh OUT_DIR EVENTS SOURCE_NODES [DESTINATIONS] [-- extra tlpd serve flags]
 #   e.g. bash bench/scale.sh bench/results/scale-10m 10000000 10000000 10000
@@ -87,9 +87,7 @@ hwm=$(awk '/VmHWM/ {print $2}' "/proc/$daemon/status")
 stop
 kill $sampler $accountant 2>/dev/null || true
 disk=$(du -sb "$work/data" | cut -f1)
-# RocksDB's last periodic statistics dump (every 10 min): compaction per column family.
-awk '/------- DUMPING STATS -------/ {dump = ""} {dump = dump $0 "\n"} END {printf "%s", dump}' \
-  "$work/data/LOG" > "$out/rocksdb-stats.txt" || true
+python3 bench/rocksdb_compaction.py "$work/data/LOG" > "$out/compaction.csv" || true
 echo "== cold start" >&2
 cold_begin=$(date +%s.%N)
 start

@@ -82,6 +82,7 @@ void BM_Append(benchmark::State& state) {
 }
 BENCHMARK(BM_Append)
     ->ArgsProduct({{1, 100, 1000, 10000}, {0, 1}, {0}})
+    ->Args({10000, 0, 1})
     ->Args({10000, 1, 1})
     ->ArgNames({"batch", "sync", "ids"})
     ->UseRealTime()
