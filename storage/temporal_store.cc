@@ -406,18 +406,21 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
     id_statuses_.resize(id_keys_.size());
     db_->MultiGet(rocksdb::ReadOptions(), event_ids_, id_keys_.size(), id_keys_.data(),
                   id_values_.data(), id_statuses_.data());
-    for (size_t j = 0; j < id_keys_.size(); ++j) {
+    Status failed;
+    for (size_t j = 0; j < id_keys_.size() && failed.ok(); ++j) {
       const size_t i = id_positions_[j];
       if (id_statuses_[j].ok() && id_values_[j].size() == 8) {
         result->duplicate[i] = 1;
         result->sequences[i] = GetBigEndian<uint64_t>(id_values_[j].data());
       } else if (!id_statuses_[j].IsNotFound()) {
-        return FromRocks(id_statuses_[j], "event_id lookup failed");
+        failed = FromRocks(id_statuses_[j], "event_id lookup failed");
       } else if (!first_in_batch_.try_emplace(batch.event_ids[i], 0).second) {
         result->duplicate[i] = 1;  // sequence filled in below, once the first one has its own
       }
-      id_values_[j].Reset();
     }
+    // Pinned values hold the memtables and files they point into: release them now.
+    for (rocksdb::PinnableSlice& value : id_values_) value.Reset();
+    if (!failed.ok()) return failed;
   }
 
   Status status = Validate(batch, &result->duplicate);
