@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -32,6 +33,42 @@ class StoreTest : public ::testing::Test {
     const Status status = TemporalStore::Open(dir_.string(), options, &store);
     EXPECT_TRUE(status.ok()) << status.ToString();
     return store;
+  }
+
+  // Runs `write` in a child process on the store at dir_, which reports each durable unit of
+  // work (1, 2, ...) through `acknowledge`. Once `units` are acknowledged and `delay_us` more
+  // passed, kills the child with SIGKILL; returns the last unit acknowledged, counting what the
+  // pipe still held (those were durable too).
+  using Acknowledge = std::function<void(uint64_t)>;
+  uint64_t KillWriterAfter(uint64_t units, useconds_t delay_us,
+                           const std::function<void(TemporalStore&, const Acknowledge&)>& write) {
+    int pipe_fds[2];
+    EXPECT_EQ(pipe(pipe_fds), 0);
+    const pid_t child = fork();
+    EXPECT_GE(child, 0);
+    if (child == 0) {
+      close(pipe_fds[0]);
+      std::unique_ptr<TemporalStore> store;
+      StoreOptions options;
+      options.sync = false;
+      if (!TemporalStore::Open(dir_.string(), options, &store).ok()) _exit(2);
+      write(*store, [&](uint64_t unit) {
+        if (::write(pipe_fds[1], &unit, sizeof(unit)) != sizeof(unit)) _exit(4);
+      });
+      _exit(0);
+    }
+    close(pipe_fds[1]);
+    uint64_t acknowledged = 0, unit = 0;
+    while (acknowledged < units && read(pipe_fds[0], &unit, sizeof(unit)) == sizeof(unit)) {
+      acknowledged = unit;
+    }
+    usleep(delay_us);
+    kill(child, SIGKILL);
+    int wait_status = 0;
+    waitpid(child, &wait_status, 0);
+    while (read(pipe_fds[0], &unit, sizeof(unit)) == sizeof(unit)) acknowledged = unit;
+    close(pipe_fds[0]);
+    return acknowledged;
   }
 
   std::filesystem::path dir_;
@@ -619,45 +656,24 @@ TEST_F(StoreTest, SchemaVersion2NodeStatesAreMigratedOnOpen) {
 // reopening, the states must be exactly one acknowledged checkpoint (or the next, if it
 // committed before the kill): every stored node holds the watermark's generation.
 TEST_F(StoreTest, SigkillMidCheckpointLeavesOneCut) {
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
   static constexpr uint32_t kDim = 8;
   static constexpr uint64_t kNodes = 20000;
   auto nodes_in = [](uint64_t generation) { return std::min(kNodes, 2000 + generation * 500); };
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(pipe_fds[0]);
-    std::unique_ptr<TemporalStore> store;
-    StoreOptions options;
-    options.sync = false;
-    if (!TemporalStore::Open(dir_.string(), options, &store).ok()) _exit(2);
-    NodeStates states;
-    for (uint64_t generation = 1;; ++generation) {
-      states.Clear(kDim);
-      for (uint64_t node = 0; node < nodes_in(generation); ++node) {
-        states.nodes.push_back(node * 7919);
-        states.last_update_ts.push_back(static_cast<double>(generation));
-        states.memory.insert(states.memory.end(), kDim, static_cast<float>(generation));
-      }
-      if (!store->SaveNodeStates(states, generation).ok()) _exit(3);
-      if (write(pipe_fds[1], &generation, sizeof(generation)) != sizeof(generation)) _exit(4);
-    }
-  }
-  close(pipe_fds[1]);
-  uint64_t acknowledged = 0, generation = 0;
-  while (acknowledged < 20 &&
-         read(pipe_fds[0], &generation, sizeof(generation)) == sizeof(generation)) {
-    acknowledged = generation;
-  }
-  usleep(3000);  // into the middle of a later checkpoint
-  kill(child, SIGKILL);
-  int wait_status = 0;
-  waitpid(child, &wait_status, 0);
-  while (read(pipe_fds[0], &generation, sizeof(generation)) == sizeof(generation)) {
-    acknowledged = generation;
-  }
-  close(pipe_fds[0]);
+  // 3 ms after the 20th: into the middle of a later checkpoint.
+  const uint64_t acknowledged =
+      KillWriterAfter(20, 3000, [&](TemporalStore& store, const Acknowledge& acknowledge) {
+        NodeStates states;
+        for (uint64_t generation = 1;; ++generation) {
+          states.Clear(kDim);
+          for (uint64_t node = 0; node < nodes_in(generation); ++node) {
+            states.nodes.push_back(node * 7919);
+            states.last_update_ts.push_back(static_cast<double>(generation));
+            states.memory.insert(states.memory.end(), kDim, static_cast<float>(generation));
+          }
+          if (!store.SaveNodeStates(states, generation).ok()) _exit(3);
+          acknowledge(generation);
+        }
+      });
   ASSERT_GE(acknowledged, 20u);
 
   auto store = OpenStore();
@@ -684,45 +700,26 @@ TEST_F(StoreTest, SigkillMidCheckpointLeavesOneCut) {
 // pipe; the parent kills it with SIGKILL mid-stream. Every acknowledged event must be there
 // exactly once after reopening, and a re-send of everything stores nothing twice.
 TEST_F(StoreTest, SigkillMidStreamLosesNoAcknowledgedEvent) {
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
   constexpr int kBatch = 100;
-  if (child == 0) {
-    close(pipe_fds[0]);
-    std::unique_ptr<TemporalStore> store;
-    StoreOptions options;
-    options.sync = false;
-    if (!TemporalStore::Open(dir_.string(), options, &store).ok()) _exit(2);
-    EventBatch batch;
-    AppendResult result;
-    for (uint32_t round = 0;; ++round) {
-      batch.Clear();
-      for (int i = 0; i < kBatch; ++i) {
-        const uint32_t n = round * kBatch + i;
-        batch.Add(n % 97, 1000 + n % 13, static_cast<double>(n), {}, "e" + std::to_string(n));
-      }
-      if (!store->Append(batch, &result).ok()) _exit(3);
-      if (write(pipe_fds[1], &round, sizeof(round)) != sizeof(round)) _exit(4);
-    }
-  }
-  close(pipe_fds[1]);
-  uint32_t acknowledged_rounds = 0, round = 0;
-  while (acknowledged_rounds < 30 && read(pipe_fds[0], &round, sizeof(round)) == sizeof(round)) {
-    acknowledged_rounds = round + 1;
-  }
-  kill(child, SIGKILL);
-  int wait_status = 0;
-  waitpid(child, &wait_status, 0);
-  // Rounds acknowledged after our last read are also durable; count what the pipe still holds.
-  while (read(pipe_fds[0], &round, sizeof(round)) == sizeof(round)) acknowledged_rounds = round + 1;
-  close(pipe_fds[0]);
+  const uint64_t acknowledged_rounds =
+      KillWriterAfter(30, 0, [&](TemporalStore& store, const Acknowledge& acknowledge) {
+        EventBatch batch;
+        AppendResult result;
+        for (uint32_t round = 0;; ++round) {
+          batch.Clear();
+          for (int i = 0; i < kBatch; ++i) {
+            const uint32_t n = round * kBatch + i;
+            batch.Add(n % 97, 1000 + n % 13, static_cast<double>(n), {}, "e" + std::to_string(n));
+          }
+          if (!store.Append(batch, &result).ok()) _exit(3);
+          acknowledge(round + 1);
+        }
+      });
   ASSERT_GE(acknowledged_rounds, 30u);
 
   auto store = OpenStore();
   const uint64_t stored = store->last_sequence();
-  EXPECT_GE(stored, static_cast<uint64_t>(acknowledged_rounds) * kBatch);
+  EXPECT_GE(stored, acknowledged_rounds * kBatch);
   EXPECT_EQ(stored % kBatch, 0u) << "a batch was partially stored";
   std::set<uint64_t> sources_seen;
   uint64_t replayed = 0;
