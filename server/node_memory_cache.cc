@@ -37,6 +37,7 @@ NodeMemoryCache::NodeMemoryCache(const storage::TemporalStore& store,
       dim_(static_cast<uint32_t>(model.config().memory_dim)),
       has_memory_(model.config().has_memory()) {
   AddRow();  // row 0: never evicted, never written; its memory stays zero
+  row_of_.reserve(capacity_);
   evicted_.Clear(dim_);
   model_.EnsureNodes(1);
 }
@@ -278,8 +279,11 @@ std::shared_ptr<const MemoryCheckpoint> NodeMemoryCache::TakeCheckpoint(bool pre
       }
     }
     for (const auto& [node, position] : evicted_index_) AppendState(evicted_, position, &states);
+    const bool carry_previous = !previous_written && last_checkpoint_;
+    checkpoint->index.reserve(states.size() +
+                              (carry_previous ? last_checkpoint_->states.size() : 0));
     for (size_t i = 0; i < states.size(); ++i) checkpoint->index.emplace(states.nodes[i], i);
-    if (!previous_written && last_checkpoint_) {
+    if (carry_previous) {
       const storage::NodeStates& previous = last_checkpoint_->states;
       for (size_t i = 0; i < previous.size(); ++i) {
         if (checkpoint->index.emplace(previous.nodes[i], states.size()).second) {

@@ -23,9 +23,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/status.h"
 #include "storage/temporal_store.h"
 
@@ -35,11 +35,17 @@ class TemporalLinkModelImpl;
 
 namespace tlp::server {
 
+// node -> position in a NodeStates. Open addressing (abseil) rather than std::unordered_map: these
+// maps hold up to millions of nodes, are built and torn down at every checkpoint on the memory
+// thread, and a node-based map allocates (and later frees) one node per entry and takes a
+// dependent cache miss per lookup.
+using NodePositions = absl::flat_hash_map<uint64_t, size_t>;
+
 // What one checkpoint writes: the rows changed since the previous one, and the pending messages
 // (node ids, not rows) that the next chunk commits.
 struct MemoryCheckpoint {
   storage::NodeStates states;
-  std::unordered_map<uint64_t, size_t> index;  // node -> position in states
+  NodePositions index;  // of states
   std::vector<uint64_t> pending_nodes;
   std::vector<float> pending_raw;  // [pending x pending_width]
   std::vector<double> pending_ts;
@@ -52,7 +58,7 @@ struct PrefetchedStates {
   uint64_t generation = 0;        // NodeMemoryCache::generation() when the read began
   uint64_t through_sequence = 0;  // the queued work they were read for ends here
   storage::NodeStates states;
-  std::unordered_map<uint64_t, size_t> index;  // node -> position in states
+  NodePositions index;  // of states
 };
 
 struct MemoryCacheStats {
@@ -123,7 +129,7 @@ class NodeMemoryCache {
   const uint32_t dim_;
   const bool has_memory_;
 
-  std::unordered_map<uint64_t, int64_t> row_of_;
+  absl::flat_hash_map<uint64_t, int64_t> row_of_;  // resident node -> row (reserved to capacity)
   std::vector<uint64_t> node_of_row_;
   std::vector<uint8_t> occupied_, dirty_, pending_, referenced_;
   std::vector<uint64_t> epoch_of_row_;
@@ -135,7 +141,7 @@ class NodeMemoryCache {
 
   // Dirty rows evicted since the last checkpoint: node -> position in evicted_.
   storage::NodeStates evicted_;
-  std::unordered_map<uint64_t, size_t> evicted_index_;
+  NodePositions evicted_index_;
   std::shared_ptr<const MemoryCheckpoint> last_checkpoint_;
   uint64_t generation_ = 0;
   std::vector<std::shared_ptr<const PrefetchedStates>> prefetched_;  // oldest first
