@@ -4,9 +4,27 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/huge_pages.h"
 #include "model/time_encoding_kernel.h"
 
 namespace tlp::model {
+namespace {
+
+// `table` ([rows, ...]) grown to `rows` rows, the new ones set to `fill`. On the CPU the copy
+// sits in memory advised for huge pages before anything touches it: node rows are read and
+// written at random (common/huge_pages.h).
+torch::Tensor GrownTable(const torch::Tensor& table, int64_t rows, double fill) {
+  std::vector<int64_t> sizes = table.sizes().vec();
+  sizes[0] = rows;
+  torch::Tensor grown = torch::empty(sizes, table.options());
+  if (grown.is_cpu()) AdviseHugePages(grown.data_ptr(), grown.nbytes());
+  const int64_t kept = table.size(0);
+  grown.narrow(0, 0, kept).copy_(table);
+  grown.narrow(0, kept, rows - kept).fill_(fill);
+  return grown;
+}
+
+}  // namespace
 
 std::string ModelConfig::ToString() const {
   std::ostringstream out;
@@ -115,10 +133,9 @@ void TemporalLinkModelImpl::EnsureNodes(int64_t node_count) {
   // capacity is most of the daemon's RSS (up to 2x the node memory with doubling, 1.25x here);
   // the extra copies cost ~4x the final size in memcpy over the whole stream.
   const int64_t grown = std::max(node_count, capacity + capacity / 4);
-  const int64_t extra = grown - capacity;
-  memory_ = torch::cat({memory_, torch::zeros({extra, config_.memory_dim}, memory_.options())});
-  last_update_ = torch::cat({last_update_, torch::zeros({extra}, last_update_.options())});
-  pending_slot_ = torch::cat({pending_slot_, torch::full({extra}, -1, pending_slot_.options())});
+  memory_ = GrownTable(memory_, grown, 0);
+  last_update_ = GrownTable(last_update_, grown, 0);
+  pending_slot_ = GrownTable(pending_slot_, grown, -1);
 }
 
 torch::Tensor TemporalLinkModelImpl::PendingUpdate() {

@@ -96,6 +96,43 @@ INSTANTIATE_TEST_SUITE_P(All, ModelVariants,
                          ::testing::Combine(::testing::Values("tgn", "tgat"),
                                             ::testing::Values(1, 2), ::testing::Values(0, 4)));
 
+// Growing the node tables (here in one step, past the size advised for huge pages) keeps every
+// row and pending message, and new rows are empty: zero memory, no pending message (a new row
+// wrongly marked pending would read another node's message).
+TEST(EnsureNodes, GrowingKeepsRowsAndPendingMessages) {
+  torch::manual_seed(3);
+  TemporalLinkModel grown(SmallConfig("tgn", 1, 0));
+  torch::manual_seed(3);
+  TemporalLinkModel kept(SmallConfig("tgn", 1, 0));
+  torch::NoGradGuard no_grad;
+  const std::vector<int64_t> rows = {0, 1, 2, 3};
+  for (TemporalLinkModel* model : {&grown, &kept}) {
+    (*model)->eval();
+    (*model)->EnsureNodes(4);
+    (*model)->WriteRows(rows, torch::arange(32, torch::kFloat32).reshape({4, 8}),
+                        torch::tensor({0.5, 1.0, 1.5, 2.0}, torch::kFloat64));
+    (*model)->ApplyEvents(std::vector<int64_t>{1}, std::vector<int64_t>{2},
+                          std::vector<double>{3.0}, {});
+  }
+  constexpr int64_t kRows = 200000;  // 6.4 MB of memory rows: past AdviseHugePages' 4 MiB
+  grown->EnsureNodes(kRows);
+  const auto [memory, last_update] = grown->ReadRows(rows);
+  const auto [kept_memory, kept_last_update] = kept->ReadRows(rows);
+  EXPECT_TRUE(memory.equal(kept_memory));
+  EXPECT_TRUE(last_update.equal(kept_last_update));
+  EXPECT_TRUE(grown->SavePending().rows.equal(kept->SavePending().rows));
+  const std::vector<int64_t> fresh = {4, kRows / 2, kRows - 1};
+  EXPECT_TRUE(grown->MemoryOf(fresh).eq(0).all().item<bool>());
+  EXPECT_TRUE(grown->ReadRows(fresh).second.eq(0).all().item<bool>());
+  // Committing the pending messages gives the same memory as without the growth.
+  for (TemporalLinkModel* model : {&grown, &kept}) {
+    (*model)->ApplyEvents(std::vector<int64_t>{3}, std::vector<int64_t>{0},
+                          std::vector<double>{4.0}, {});
+  }
+  EXPECT_TRUE(grown->ReadRows(rows).first.equal(kept->ReadRows(rows).first));
+  EXPECT_TRUE(grown->MemoryOf(rows).equal(kept->MemoryOf(rows)));
+}
+
 // Each node keeps the message at its largest position in [src messages, dst messages] (TGN's
 // "last" aggregator), and the pending messages stay in position order: [own memory, other
 // endpoint's memory, edge features] and the event's time.
