@@ -91,8 +91,10 @@ BENCHMARK(BM_ScorePairs)
 // Node memory updates per second: ApplyEvents over the stream in chunks of 200 (tlpd's default
 // memory_batch, as its memory thread runs them: the model's ceiling for ingest) and 2,000.
 // rows > 0 spreads Wikipedia's ~9,000 nodes over that many memory rows at random, as tlpd's
-// node memory cache does at 10M nodes (~2.2M rows, 0.9 GB): each row read and written is then a
-// cache miss, where the plain stream's 3.6 MB of memory stays in the CPU's cache.
+// node memory cache does at 10M nodes (~2.2M rows, 0.9 GB). Those ~9,000 rows (3.6 MB) still
+// fit the CPU's caches; with uniform_src each event's source takes a row of its own instead
+// (~157,000 rows, 63 MB, over 0.9 GB), as the sources of a 10M-node stream do: then nearly each
+// source row read or written misses the caches and, on 4 KiB pages, the TLB.
 void BM_ApplyEvents(benchmark::State& state) {
   Fixture& fixture = Shared();
   const int64_t chunk = state.range(0), rows = state.range(1);
@@ -101,8 +103,9 @@ void BM_ApplyEvents(benchmark::State& state) {
     fixture.model->EnsureNodes(rows);
     std::vector<int64_t> row_of(fixture.dataset.nodes());
     std::mt19937_64 random(2);
-    for (int64_t& row : row_of) row = 1 + static_cast<int64_t>(random() % (rows - 1));
-    for (int64_t& node : src) node = row_of[node];
+    auto any_row = [&] { return 1 + static_cast<int64_t>(random() % (rows - 1)); };
+    for (int64_t& row : row_of) row = any_row();
+    for (int64_t& node : src) node = state.range(2) != 0 ? any_row() : row_of[node];
     for (int64_t& node : dst) node = row_of[node];
   }
   torch::NoGradGuard no_grad;
@@ -119,10 +122,11 @@ void BM_ApplyEvents(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(applied), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_ApplyEvents)
-    ->ArgNames({"chunk", "rows"})
-    ->Args({200, 0})
-    ->Args({2000, 0})
-    ->Args({200, 2200000})
+    ->ArgNames({"chunk", "rows", "uniform_src"})
+    ->Args({200, 0, 0})
+    ->Args({2000, 0, 0})
+    ->Args({200, 2200000, 0})
+    ->Args({200, 2200000, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
