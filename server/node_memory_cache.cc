@@ -37,7 +37,6 @@ NodeMemoryCache::NodeMemoryCache(const storage::TemporalStore& store,
       dim_(static_cast<uint32_t>(model.config().memory_dim)),
       has_memory_(model.config().has_memory()) {
   AddRow();  // row 0: never evicted, never written; its memory stays zero
-  row_of_.reserve(capacity_);
   evicted_.Clear(dim_);
   model_.EnsureNodes(1);
 }

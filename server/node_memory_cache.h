@@ -129,7 +129,10 @@ class NodeMemoryCache {
   const uint32_t dim_;
   const bool has_memory_;
 
-  absl::flat_hash_map<uint64_t, int64_t> row_of_;  // resident node -> row (reserved to capacity)
+  // Resident node -> row. Not reserved to the capacity up front: a table sized for millions of
+  // rows while few are resident spreads the first lookups over 64 MB (measured: lookups took
+  // ~0.8 instead of ~0.5 us per event over the first 5M events of the 100M stream).
+  absl::flat_hash_map<uint64_t, int64_t> row_of_;
   std::vector<uint64_t> node_of_row_;
   std::vector<uint8_t> occupied_, dirty_, pending_, referenced_;
   std::vector<uint64_t> epoch_of_row_;
