@@ -4,7 +4,9 @@
 // and every chunk of events gathers and scatters rows all over it. On 4 KiB pages nearly each
 // such access also misses the TLB, and at that size the page walk's own reads miss the caches
 // too; on 2 MiB pages the TLB covers gigabytes. Debian's kernel default is THP "madvise": a
-// region gets huge pages only when asked, before its pages are first touched.
+// region gets huge pages only when asked, before its pages are first touched. Its effect on
+// ingest was below what the 2-core VMs' run-to-run noise let us resolve (README, "The model-106
+// machine again").
 #pragma once
 
 #include <cstddef>
