@@ -47,7 +47,7 @@ for line in urllib.request.urlopen(sys.argv[1]).read().decode().splitlines():
     "http://127.0.0.1:$metrics_port/metrics" "$1" 2> /dev/null
 }
 # start [SECONDS]: runs tlpd and waits for it to serve, up to SECONDS (default 60; a cold start
-# of a 100M store rebuilds the neighbour index, which took ~60 s on the slower 2-core machines).
+# of a 100M store rebuilds the neighbour index: 84-85 s on the model-106 2-core machine).
 start() {
   local limit=${1:-60}
   "$tlpd" serve --listen "$address" --metrics-listen "127.0.0.1:$metrics_port" \

@@ -255,6 +255,7 @@ BENCHMARK(BM_NodeStateCheckpoint)
     ->Args({10000000, 400000, 1})
     ->Args({10000000, 400000, 0})
     ->ArgNames({"stored", "changed", "sync"})
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(5.0);
 
