@@ -93,7 +93,7 @@ class NodeStateFile {
                       const std::function<void(size_t, char*)>& fill);
   // Applies the committed generation's journal to the slots (on open).
   Status ReplayJournal();
-  // Writes records into their slots, consecutive slots in one write, each write under the
+  // Writes records into their slots, consecutive slots in writes of up to 64 KiB, each under the
   // exclusive lock. `records` holds slots.size() records in the order of `slots`.
   Status WriteSlots(std::span<const uint64_t> slots, const char* records, size_t record_bytes);
   Status SyncSlots() const;

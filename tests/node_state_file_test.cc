@@ -182,6 +182,31 @@ TEST_F(NodeStateFileTest, ClearForgetsEveryStateAndAllowsAnotherWidth) {
 
 // Readers run beside checkpoints (the memory thread's misses, read-ahead): a row is read whole,
 // old or new, never half of each.
+// New nodes take consecutive slots, written in pieces of at most 64 KiB (2,048 records at dim
+// 3): every piece lands at its own offset, before and after a reopen, and rows rewritten in
+// place among them keep their neighbours.
+TEST_F(NodeStateFileTest, LongRunsOfNewSlotsAreWrittenInPieces) {
+  std::vector<uint64_t> nodes(5000), every_third;
+  for (uint64_t i = 0; i < nodes.size(); ++i) nodes[i] = 1000 + i;
+  for (uint64_t i = 0; i < nodes.size(); i += 3) every_third.push_back(nodes[i]);
+  NodeStates states = StatesOf(nodes, 0.0f);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    states.memory[i * kDim] = static_cast<float>(i);
+  }
+  NodeStateCommit committed;
+  std::vector<float> expected(nodes.size());
+  {
+    auto file = Open({});
+    Save(file.get(), states);
+    committed = Save(file.get(), StatesOf(every_third, -2.0f));
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      expected[i] = i % 3 == 0 ? -2.0f : static_cast<float>(i);
+    }
+    EXPECT_EQ(Values(*file, nodes), expected);
+  }
+  EXPECT_EQ(Values(*Open(committed), nodes), expected);
+}
+
 TEST_F(NodeStateFileTest, ReadsBesidePublishSeeWholeRows) {
   auto file = Open({});
   std::vector<uint64_t> nodes(2000);
