@@ -371,10 +371,27 @@ void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src, std::span<
                             torch::arange(pending_nodes_.size(0), cpu_long.device(device())));
 }
 
-std::pair<torch::Tensor, torch::Tensor> TemporalLinkModelImpl::ReadRows(
-    std::span<const int64_t> rows) const {
+void TemporalLinkModelImpl::ReadRows(std::span<const int64_t> rows, std::span<float> memory,
+                                     std::span<double> last_update) const {
+  const auto count = static_cast<int64_t>(rows.size());
+  if (memory.size() != rows.size() * static_cast<size_t>(config_.memory_dim) ||
+      last_update.size() != rows.size()) {
+    throw std::invalid_argument("ReadRows: buffers of " + std::to_string(memory.size()) + " / " +
+                                std::to_string(last_update.size()) + " values for " +
+                                std::to_string(count) + " rows");
+  }
+  if (count == 0) return;
   const torch::Tensor index = IndexTensor(rows);
-  return {memory_.index_select(0, index).cpu(), last_update_.index_select(0, index).cpu()};
+  torch::Tensor memory_out =
+      torch::from_blob(memory.data(), {count, config_.memory_dim}, torch::kFloat32);
+  torch::Tensor last_update_out = torch::from_blob(last_update.data(), {count}, torch::kFloat64);
+  if (memory_.is_cpu()) {
+    torch::index_select_out(memory_out, memory_, 0, index);
+    torch::index_select_out(last_update_out, last_update_, 0, index);
+  } else {
+    memory_out.copy_(memory_.index_select(0, index));
+    last_update_out.copy_(last_update_.index_select(0, index));
+  }
 }
 
 void TemporalLinkModelImpl::WriteRows(std::span<const int64_t> rows, const torch::Tensor& memory,

@@ -97,9 +97,12 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   torch::Tensor MemoryOf(std::span<const int64_t> nodes);
 
   // Row access for a server that pages node memory in and out of a bounded set of rows (node
-  // index = row there): copies of rows' memory [n, memory_dim] and last update [n] on the CPU,
-  // and overwrites of rows. Rows with pending messages must not be overwritten (throws).
-  std::pair<torch::Tensor, torch::Tensor> ReadRows(std::span<const int64_t> rows) const;
+  // index = row there): copies of rows' memory into `memory` ([n, memory_dim] row-major, on the
+  // CPU) and of their last update times into `last_update` ([n]), written in place so that a
+  // checkpoint of ~400k rows needs no second 160 MB buffer; and overwrites of rows. Rows with
+  // pending messages must not be overwritten (throws).
+  void ReadRows(std::span<const int64_t> rows, std::span<float> memory,
+                std::span<double> last_update) const;
   void WriteRows(std::span<const int64_t> rows, const torch::Tensor& memory,
                  const torch::Tensor& last_update);
 

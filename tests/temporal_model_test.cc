@@ -96,6 +96,28 @@ INSTANTIATE_TEST_SUITE_P(All, ModelVariants,
                          ::testing::Combine(::testing::Values("tgn", "tgat"),
                                             ::testing::Values(1, 2), ::testing::Values(0, 4)));
 
+// The rows' memory [n, memory_dim] and last update times [n], through ReadRows' buffers.
+std::pair<torch::Tensor, torch::Tensor> ReadRows(const TemporalLinkModel& model,
+                                                 const std::vector<int64_t>& rows) {
+  const auto count = static_cast<int64_t>(rows.size());
+  torch::Tensor memory = torch::full({count, model->config().memory_dim}, -7.0f);
+  torch::Tensor last_update = torch::full({count}, -7.0, torch::kFloat64);
+  model->ReadRows(rows, {memory.data_ptr<float>(), static_cast<size_t>(memory.numel())},
+                  {last_update.data_ptr<double>(), rows.size()});
+  return {memory, last_update};
+}
+
+TEST(ReadRows, RefusesBuffersOfAnotherSize) {
+  TemporalLinkModel model(SmallConfig("tgn", 1, 0));
+  model->EnsureNodes(4);
+  const std::vector<int64_t> rows = {1, 2};
+  std::vector<float> memory(2 * 8 - 1);
+  std::vector<double> last_update(2);
+  EXPECT_THROW(model->ReadRows(rows, memory, last_update), std::invalid_argument);
+  memory.resize(2 * 8);
+  EXPECT_NO_THROW(model->ReadRows(rows, memory, last_update));
+}
+
 // Growing the node tables (here in one step, past the size advised for huge pages) keeps every
 // row and pending message, and new rows are empty: zero memory, no pending message (a new row
 // wrongly marked pending would read another node's message).
@@ -116,20 +138,20 @@ TEST(EnsureNodes, GrowingKeepsRowsAndPendingMessages) {
   }
   constexpr int64_t kRows = 200000;  // 6.4 MB of memory rows: past AdviseHugePages' 4 MiB
   grown->EnsureNodes(kRows);
-  const auto [memory, last_update] = grown->ReadRows(rows);
-  const auto [kept_memory, kept_last_update] = kept->ReadRows(rows);
+  const auto [memory, last_update] = ReadRows(grown, rows);
+  const auto [kept_memory, kept_last_update] = ReadRows(kept, rows);
   EXPECT_TRUE(memory.equal(kept_memory));
   EXPECT_TRUE(last_update.equal(kept_last_update));
   EXPECT_TRUE(grown->SavePending().rows.equal(kept->SavePending().rows));
   const std::vector<int64_t> fresh = {4, kRows / 2, kRows - 1};
   EXPECT_TRUE(grown->MemoryOf(fresh).eq(0).all().item<bool>());
-  EXPECT_TRUE(grown->ReadRows(fresh).second.eq(0).all().item<bool>());
+  EXPECT_TRUE(ReadRows(grown, fresh).second.eq(0).all().item<bool>());
   // Committing the pending messages gives the same memory as without the growth.
   for (TemporalLinkModel* model : {&grown, &kept}) {
     (*model)->ApplyEvents(std::vector<int64_t>{3}, std::vector<int64_t>{0},
                           std::vector<double>{4.0}, {});
   }
-  EXPECT_TRUE(grown->ReadRows(rows).first.equal(kept->ReadRows(rows).first));
+  EXPECT_TRUE(ReadRows(grown, rows).first.equal(ReadRows(kept, rows).first));
   EXPECT_TRUE(grown->MemoryOf(rows).equal(kept->MemoryOf(rows)));
 }
 
