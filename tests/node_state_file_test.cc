@@ -180,8 +180,6 @@ TEST_F(NodeStateFileTest, ClearForgetsEveryStateAndAllowsAnotherWidth) {
   EXPECT_EQ(committed.slots, 1u);
 }
 
-// Readers run beside checkpoints (the memory thread's misses, read-ahead): a row is read whole,
-// old or new, never half of each.
 // New nodes take consecutive slots, written in pieces of at most 64 KiB (2,048 records at dim
 // 3): every piece lands at its own offset, before and after a reopen, and rows rewritten in
 // place among them keep their neighbours.
@@ -207,6 +205,8 @@ TEST_F(NodeStateFileTest, LongRunsOfNewSlotsAreWrittenInPieces) {
   EXPECT_EQ(Values(*Open(committed), nodes), expected);
 }
 
+// Readers run beside checkpoints (the memory thread's misses, read-ahead): a row is read whole,
+// old or new, never half of each.
 TEST_F(NodeStateFileTest, ReadsBesidePublishSeeWholeRows) {
   auto file = Open({});
   std::vector<uint64_t> nodes(2000);
