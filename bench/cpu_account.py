@@ -5,7 +5,7 @@ ingest's CPU goes and which part of it grows with the store (issue #11).
 Each row covers one interval: events applied to node memory per second; the machine's busy
 share (/proc/stat); the process's CPU per event (all threads, short-lived ones included) and
 each kind's (/proc/PID/task/*/schedstat: tlpd-memory, tlpd-writer, RocksDB's compaction and
-flush threads, the rest); the memory thread's share of the wall time on a core and in the run
+flush threads, tlpd-seal (adjacency epochs written as table files), the rest); the memory thread's share of the wall time on a core and in the run
 queue; the memory thread's stage seconds per event (tlpd_memory_thread_seconds_total) and node
 memory lookups per event, from the daemon's /metrics; and tlpctl's CPU per event when a
 `tlpctl ... ingest` runs beside it. Ends when the daemon stops answering.
@@ -20,7 +20,7 @@ import urllib.request
 
 from thread_cpu import snapshot as snapshot_threads  # tid -> (name, on-core ns, run-queue ns)
 
-KINDS = ["memory", "writer", "compaction", "flush", "other"]
+KINDS = ["memory", "writer", "compaction", "flush", "seal", "other"]
 
 
 def kind(thread_name):
@@ -32,6 +32,8 @@ def kind(thread_name):
         return "compaction"
     if thread_name.startswith("rocksdb:high"):
         return "flush"
+    if thread_name.startswith("tlpd-seal"):
+        return "seal"
     return "other"
 
 

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "common/event_reader.h"
+#include "storage/epoch_rows.h"
 #include "storage/event_codec.h"
 #include "storage/key_encoding.h"
 #include "storage/node_state_file.h"
@@ -91,10 +92,10 @@ BENCHMARK(BM_Append)
     ->MinTime(1.0);
 
 // The limit for BM_Append: RocksDB alone, with the store's own options, writing the store's own
-// keys and values per event (event log, two adjacency entries, event id; encoded with
-// storage/key_encoding.h and storage/event_codec.h, the values before the clock runs) in one
-// WriteBatch of 10,000 events with fsync, and nothing else: no validation, no duplicate lookup,
-// no neighbour cache.
+// keys and values per event (event log and event id; encoded with storage/key_encoding.h and
+// storage/event_codec.h, the values before the clock runs) in one WriteBatch of 10,000 events
+// with fsync, and nothing else: no validation, no duplicate lookup, no neighbour index (whose
+// rows reach RocksDB an epoch at a time, BM_SealEpoch).
 void BM_RawWriteBatch(benchmark::State& state) {
   constexpr size_t kBatch = 10000;
   const std::string dir = FreshDir("raw");
@@ -103,7 +104,7 @@ void BM_RawWriteBatch(benchmark::State& state) {
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const char* name : {"default", "events", "adjacency", "event_ids"}) {
+  for (const char* name : {"default", "events", "event_ids"}) {
     families.emplace_back(name, tlp::storage::FamilyOptions(options, name));
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -131,20 +132,8 @@ void BM_RawWriteBatch(benchmark::State& state) {
     for (size_t i = 0; i < kBatch; ++i) {
       const uint64_t event_sequence = sequence + 1 + i;
       const tlp::storage::SequenceKey key(event_sequence);
-      const uint32_t epoch = static_cast<uint32_t>(
-          event_sequence >> tlp::storage::StoreOptions().adjacency_epoch_bits);
-      const tlp::storage::AdjacencyValue src_value(events.src[i], tlp::storage::kNoEpoch);
-      const tlp::storage::AdjacencyValue dst_value(events.dst[i], tlp::storage::kNoEpoch);
       batch.Put(handles[1], key.view(), values[i]);
-      batch.Put(
-          handles[2],
-          tlp::storage::AdjacencyKey(epoch, events.src[i], events.ts[i], event_sequence).view(),
-          dst_value.view());
-      batch.Put(
-          handles[2],
-          tlp::storage::AdjacencyKey(epoch, events.dst[i], events.ts[i], event_sequence).view(),
-          src_value.view());
-      batch.Put(handles[3], events.event_ids[i], key.view());
+      batch.Put(handles[2], events.event_ids[i], key.view());
     }
     if (!db->Write(sync, &batch).ok()) state.SkipWithError("write failed");
     sequence += kBatch;
@@ -195,6 +184,51 @@ void BM_Recent(benchmark::State& state) {
       static_cast<double>(store->neighbors().cache_hits() + store->neighbors().cache_misses());
 }
 BENCHMARK(BM_Recent)->Arg(0)->Arg(1)->ArgName("past")->Unit(benchmark::kMicrosecond);
+
+// Sealing one adjacency epoch (TemporalStore: the rows of 2^bits events, held in memory while
+// the epoch is open, written as one sorted table file): `events` events of the scale run's shape
+// (sources drawn from `sources` nodes, destinations from 10,000 with a power law), two rows
+// each, built before the clock runs; timed: sorting the nodes, walking each node's rows and
+// writing the file with the adjacency family's options (LZ4, XXH3). Ingesting the file is a
+// rename. Args: events, sources.
+void BM_SealEpoch(benchmark::State& state) {
+  const auto events = static_cast<uint64_t>(state.range(0));
+  const auto sources = static_cast<uint64_t>(state.range(1));
+  const std::string dir = FreshDir("seal");
+  std::filesystem::create_directories(dir);
+  tlp::storage::EpochRows rows(0, 1, 2 * events);
+  std::mt19937_64 random(1);
+  std::exponential_distribution<double> rank(1.0 / 300.0);
+  for (uint64_t sequence = 1; sequence <= events; ++sequence) {
+    const uint64_t src = random() % sources;
+    const uint64_t dst = sources + static_cast<uint64_t>(rank(random)) % 10000;
+    const double ts = static_cast<double>(sequence);
+    rows.Add(src, dst, ts, sequence, tlp::storage::kNoEpoch);
+    rows.Add(dst, src, ts, sequence, tlp::storage::kNoEpoch);
+  }
+  rocksdb::Options options =
+      tlp::storage::DatabaseOptions(tlp::storage::StoreOptions().block_cache_bytes);
+  options = rocksdb::Options(options, tlp::storage::FamilyOptions(options, "adjacency"));
+  for (auto _ : state) {
+    if (!rows.WriteTable(options, dir + "/epoch.sst").ok()) state.SkipWithError("write failed");
+    state.PauseTiming();
+    state.counters["file_mb"] =
+        static_cast<double>(std::filesystem::file_size(dir + "/epoch.sst")) / 1e6;
+    std::filesystem::remove(dir + "/epoch.sst");
+    state.ResumeTiming();
+  }
+  state.counters["rows_per_s"] =
+      benchmark::Counter(static_cast<double>(rows.size()) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+  state.counters["memory_mb"] = static_cast<double>(rows.MemoryBytes()) / 1e6;
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_SealEpoch)
+    ->Args({1 << 22, 10000000})
+    ->ArgNames({"events", "sources"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(5.0);
 
 // One node memory checkpoint into a node state file already holding `stored` nodes: `changed`
 // distinct nodes drawn uniformly, rows of the default memory width (100 floats), journalled and

@@ -76,6 +76,15 @@ Metrics::Metrics(const std::string& address)
                               "RocksDB block cache in use (--block-cache-mb bounds it)")),
       node_state_file_bytes(Gauge(*registry_, "tlpd_node_state_file_bytes",
                                   "Node memory on disk, beside RocksDB (slots, index, journals)")),
+      unsealed_adjacency_bytes(
+          Gauge(*registry_, "tlpd_adjacency_unsealed_bytes",
+                "Memory of the newest adjacency epochs, not yet sealed into RocksDB")),
+      adjacency_seal_failures(prometheus::BuildCounter()
+                                  .Name("tlpd_adjacency_seal_failures_total")
+                                  .Help("Adjacency epochs that failed to seal (each is retried; "
+                                        "the log says why)")
+                                  .Register(*registry_)
+                                  .Add({})),
       checkpoint_age(Gauge(*registry_, "tlpd_checkpoint_age_seconds",
                            "Seconds since node memory was last checkpointed")),
       events_since_checkpoint(

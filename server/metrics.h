@@ -49,6 +49,8 @@ class Metrics {
   prometheus::Gauge& memtable_bytes;
   prometheus::Gauge& block_cache_bytes;
   prometheus::Gauge& node_state_file_bytes;
+  prometheus::Gauge& unsealed_adjacency_bytes;
+  prometheus::Counter& adjacency_seal_failures;
   prometheus::Gauge& checkpoint_age;
   prometheus::Gauge& events_since_checkpoint;
   prometheus::Family<prometheus::Counter>& neighbor_lookups;     // label result (hit, miss)

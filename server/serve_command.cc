@@ -173,6 +173,7 @@ void Daemon::ExportStats() {
   MemoryCacheStats cache_exported;
   MemoryThreadSeconds thread_exported;
   KafkaSourceStats kafka_exported;
+  uint64_t seal_failures = 0;
   while (!impl_->stopping) {
     if (kafka_) ExportKafkaStats(&kafka_exported);
     const storage::StoreStats stats = engine_->store().Stats();
@@ -183,6 +184,14 @@ void Daemon::ExportStats() {
     metrics.memtable_bytes.Set(static_cast<double>(stats.memtable_bytes));
     metrics.block_cache_bytes.Set(static_cast<double>(stats.block_cache_bytes));
     metrics.node_state_file_bytes.Set(static_cast<double>(stats.node_state_bytes));
+    metrics.unsealed_adjacency_bytes.Set(static_cast<double>(stats.unsealed_adjacency_bytes));
+    if (stats.adjacency_seal_failures != seal_failures) {
+      spdlog::error("sealing adjacency rows into RocksDB failed ({} times; retried): {}",
+                    stats.adjacency_seal_failures, stats.last_adjacency_seal_error);
+      metrics.adjacency_seal_failures.Increment(
+          static_cast<double>(stats.adjacency_seal_failures - seal_failures));
+      seal_failures = stats.adjacency_seal_failures;
+    }
     metrics.events_applied.Set(static_cast<double>(engine_->Info().events_applied));
     metrics.memory_lag_events.Set(static_cast<double>(engine_->MemoryLagEvents()));
     metrics.checkpoint_age.Set(engine_->SecondsSinceCheckpoint());

@@ -81,6 +81,8 @@ uint32_t NeighborIndex::TakeSlot(uint64_t node, double floor) {
 void NeighborIndex::Add(uint64_t src, uint64_t dst, double ts, uint64_t sequence,
                         std::span<const float> features) {
   std::unique_lock lock(mutex_);
+  const uint32_t epoch = EpochOf(sequence);
+  if (!open_epoch_ || open_epoch_->epoch() != epoch) OpenEpoch(epoch);
   AddDirected(src, dst, ts, sequence, features);
   if (src != dst) AddDirected(dst, src, ts, sequence, features);
 }
@@ -101,10 +103,11 @@ void NeighborIndex::AddDirected(uint64_t node, uint64_t neighbor, double ts, uin
   NodeEntry& entry = it->second;
   const double newest_before = entry.newest_ts;
   const uint32_t epoch = EpochOf(sequence);
-  if (entry.newest_epoch != epoch) {  // the rule LinkPreviousEpochs answers the writer by
+  if (entry.newest_epoch != epoch) {
     entry.previous_epoch = entry.newest_epoch;
     entry.newest_epoch = epoch;
   }
+  open_epoch_->Add(node, neighbor, ts, sequence, entry.previous_epoch);
   Count(&entry, inserted, ts, epoch, 1);
   if (entry.slot == kNoSlot) {
     // A new node's slot holds its whole history; a returning node's slot only what comes after
@@ -150,17 +153,48 @@ void NeighborIndex::CacheRow(uint32_t slot, uint64_t neighbor, double ts, uint64
     std::copy(features.begin(), features.end(), feature_cells + cell * feature_dim_);
 }
 
-void NeighborIndex::LinkPreviousEpochs(std::span<EpochLink> links) const {
-  std::shared_lock lock(mutex_);
-  for (EpochLink& link : links) {
-    const auto it = nodes_.find(link.node);
-    if (it == nodes_.end()) {
-      link.previous = kNoEpoch;
-    } else {
-      const NodeEntry& entry = it->second;
-      link.previous = entry.newest_epoch == link.epoch ? entry.previous_epoch : entry.newest_epoch;
-    }
+void NeighborIndex::OpenEpoch(uint32_t epoch) {
+  if (open_epoch_ && !open_epoch_->empty()) closed_epochs_.push_back(std::move(open_epoch_));
+  uint64_t first = std::max(uint64_t{epoch} << epoch_bits_, sealed_through_ + 1);
+  if (!closed_epochs_.empty()) first = std::max(first, closed_epochs_.back()->last_sequence() + 1);
+  // An epoch of 2^bits events has up to twice as many rows; reserved so that its rows are not
+  // copied while it grows (pages are only touched as rows come).
+  const size_t expected = std::min(size_t{2} << epoch_bits_, size_t{1} << 23);
+  open_epoch_ = std::make_shared<EpochRows>(epoch, first, expected);
+}
+
+const EpochRows* NeighborIndex::MemoryEpoch(uint32_t epoch) const {
+  if (open_epoch_ && open_epoch_->epoch() == epoch) return open_epoch_.get();
+  for (const auto& rows : closed_epochs_) {
+    if (rows->epoch() == epoch) return rows.get();
   }
+  return nullptr;
+}
+
+std::shared_ptr<const EpochRows> NeighborIndex::OldestClosedEpoch() const {
+  std::shared_lock lock(mutex_);
+  return closed_epochs_.empty() ? nullptr : closed_epochs_.front();
+}
+
+void NeighborIndex::CloseOpenEpoch() {
+  std::unique_lock lock(mutex_);
+  if (open_epoch_ && !open_epoch_->empty()) closed_epochs_.push_back(std::move(open_epoch_));
+  open_epoch_.reset();
+}
+
+void NeighborIndex::DropSealedEpoch(const EpochRows* rows) {
+  std::unique_lock lock(mutex_);
+  if (closed_epochs_.empty() || closed_epochs_.front().get() != rows) return;
+  sealed_through_ = rows->last_sequence();
+  closed_epochs_.pop_front();
+  ++drops_;
+}
+
+size_t NeighborIndex::UnsealedBytes() const {
+  std::shared_lock lock(mutex_);
+  size_t bytes = open_epoch_ ? open_epoch_->MemoryBytes() : 0;
+  for (const auto& rows : closed_epochs_) bytes += rows->MemoryBytes();
+  return bytes;
 }
 
 double NeighborIndex::MaxTsOf(uint32_t epoch) const {
@@ -169,8 +203,11 @@ double NeighborIndex::MaxTsOf(uint32_t epoch) const {
                                       : std::numeric_limits<double>::infinity();
 }
 
-Status NeighborIndex::Rebuild() {
+Status NeighborIndex::Rebuild(uint64_t* sealed_through) {
   std::unique_lock lock(mutex_);
+  open_epoch_.reset();
+  closed_epochs_.clear();
+  sealed_through_ = 0;
   nodes_.clear();
   epoch_max_ts_.clear();
   owner_.clear();
@@ -273,9 +310,11 @@ Status NeighborIndex::Rebuild() {
     }
     group.push_back({AdjacencyValue::Neighbor({value.data(), value.size()}),
                      AdjacencyKey::Ts(key_view), AdjacencyKey::Sequence(key_view)});
+    sealed_through_ = std::max(sealed_through_, group.back().sequence);
   }
   if (!it->status().ok()) return Status::IoError(it->status().ToString());
   finish_group();
+  *sealed_through = sealed_through_;
   if (feature_dim_ == 0) return Status::Ok();
   // Features only of the rows that ended up cached: a slot can change hands during the scan.
   std::vector<float> feature_buffer;
@@ -333,6 +372,37 @@ bool NeighborIndex::FromCache(uint64_t node, double before, size_t k, size_t row
   return true;
 }
 
+Status NeighborIndex::FromTable(rocksdb::Iterator* it, uint64_t node, uint32_t epoch, double before,
+                                size_t k, uint64_t below, std::vector<Neighbor>* found,
+                                uint32_t* previous) const {
+  const AdjacencyKey start(epoch, node, before, 0);
+  const std::string_view group = AdjacencyKey::Group(start.view());
+  auto in_group = [&]() {
+    return it->Valid() && AdjacencyKey::Group({it->key().data(), it->key().size()}) == group;
+  };
+  // The first key at or after (epoch, node, before, 0); the entry just before it is the newest
+  // with ts < before. Any row of the group names the epoch before it.
+  it->Seek(start.view());
+  if (in_group())
+    *previous = AdjacencyValue::PreviousEpoch({it->value().data(), it->value().size()});
+  if (it->Valid()) {
+    it->Prev();
+  } else {
+    it->SeekToLast();
+  }
+  for (size_t taken = 0; in_group() && taken < k; it->Prev()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    const std::string_view value(it->value().data(), it->value().size());
+    *previous = AdjacencyValue::PreviousEpoch(value);
+    const uint64_t sequence = AdjacencyKey::Sequence(key);
+    if (sequence >= below) continue;  // also in memory (sealed while this lookup ran)
+    found->push_back({AdjacencyValue::Neighbor(value), AdjacencyKey::Ts(key), sequence});
+    ++taken;
+  }
+  if (!it->status().ok()) return Status::IoError(it->status().ToString());
+  return Status::Ok();
+}
+
 Status NeighborIndex::FromStore(uint64_t node, double before, size_t k, size_t row,
                                 NeighborLists* out) const {
   uint32_t epoch;
@@ -341,43 +411,47 @@ Status NeighborIndex::FromStore(uint64_t node, double before, size_t k, size_t r
     const auto found = nodes_.find(node);
     epoch = found == nodes_.end() ? kNoEpoch : found->second.newest_epoch;
   }
-  // Newest epoch first: in each, the node's rows before `before`, newest first, from one seek.
-  // Late events can make an epoch hold rows older than the next older epoch's, so the walk
-  // goes on while that epoch's newest ts could beat the k-th found (sequences of older epochs
-  // are smaller, so an equal ts cannot).
+  // Newest epoch first: in each, the node's rows before `before`, from memory while the epoch
+  // is not sealed, else from one RocksDB seek. Late events can make an epoch hold rows older
+  // than the next older epoch's, so the walk goes on while that epoch's newest ts could beat
+  // the k-th found (sequences of older epochs are smaller, so an equal ts cannot).
   thread_local std::vector<Neighbor> found;
   found.clear();
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), adjacency_));
+  std::unique_ptr<rocksdb::Iterator> it;
+  uint64_t iterator_drops = 0;
+  auto newest_first = [](const Neighbor& a, const Neighbor& b) { return b.Before(a); };
   while (epoch != kNoEpoch && k > 0) {
-    const AdjacencyKey start(epoch, node, before, 0);
-    const std::string_view group = AdjacencyKey::Group(start.view());
-    auto in_group = [&]() {
-      return it->Valid() && AdjacencyKey::Group({it->key().data(), it->key().size()}) == group;
-    };
-    uint32_t previous = kNoEpoch;
-    // The first key at or after (epoch, node, before, 0); the entry just before it is the newest
-    // with ts < before. Any row of the group names the epoch before it.
-    it->Seek(start.view());
-    if (in_group())
-      previous = AdjacencyValue::PreviousEpoch({it->value().data(), it->value().size()});
-    if (it->Valid()) {
-      it->Prev();
-    } else {
-      it->SeekToLast();
-    }
     const size_t newer = found.size();
-    for (; in_group() && found.size() - newer < k; it->Prev()) {
-      const std::string_view key(it->key().data(), it->key().size());
-      const std::string_view value(it->value().data(), it->value().size());
-      previous = AdjacencyValue::PreviousEpoch(value);
-      found.push_back(
-          {AdjacencyValue::Neighbor(value), AdjacencyKey::Ts(key), AdjacencyKey::Sequence(key)});
+    uint32_t previous = kNoEpoch;
+    bool in_memory = false;
+    // The epoch's rows from this sequence on are in memory, the ones before it in RocksDB.
+    uint64_t memory_from = std::numeric_limits<uint64_t>::max();
+    uint64_t drops;
+    {
+      std::shared_lock lock(mutex_);
+      if (const EpochRows* rows = MemoryEpoch(epoch)) {
+        memory_from = rows->first_sequence();
+        in_memory = rows->Collect(node, before, &found, &previous);
+      }
+      drops = drops_;
     }
-    if (!it->status().ok()) return Status::IoError(it->status().ToString());
-    if (newer > 0) {
-      std::sort(found.begin(), found.end(),
-                [](const Neighbor& a, const Neighbor& b) { return b.Before(a); });
-      if (found.size() > k) found.resize(k);
+    if (memory_from > uint64_t{epoch} << epoch_bits_) {
+      // An iterator sees RocksDB as it was when made: remake it if an epoch left memory since,
+      // or that epoch, ingested after it, would be missed.
+      if (!it || iterator_drops != drops) {
+        iterator_drops = drops;
+        it.reset(db_->NewIterator(rocksdb::ReadOptions(), adjacency_));
+      }
+      uint32_t stored_previous = kNoEpoch;
+      Status status =
+          FromTable(it.get(), node, epoch, before, k, memory_from, &found, &stored_previous);
+      if (!status.ok()) return status;
+      if (!in_memory) previous = stored_previous;
+    }
+    if (found.size() > newer) {
+      const size_t kept = std::min(found.size(), k);
+      std::partial_sort(found.begin(), found.begin() + kept, found.end(), newest_first);
+      found.resize(kept);
     }
     if (previous == kNoEpoch) break;
     if (found.size() == k && !(MaxTsOf(previous) > found.back().ts)) break;

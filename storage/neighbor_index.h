@@ -5,8 +5,11 @@
 // at "now" of recently active nodes never touch RocksDB; a node without a cache slot, or a query
 // further back than its slot reaches, falls back to a reverse walk of the `adjacency` column
 // family: one seek in the node's newest epoch (see key_encoding.h), O(k) after it, and one more
-// per older epoch that holds the node while fewer than k were found. RocksDB is the truth; the
-// cache is a bounded copy of its newest part, so memory no longer grows with the number of nodes
+// per older epoch that holds the node while fewer than k were found. The newest epoch or two
+// are not in RocksDB yet but here, as EpochRows (epoch_rows.h), which the walk reads instead;
+// the store seals each into RocksDB once Add has moved past it, and after a crash rebuilds them
+// from the event log. RocksDB and the event log are the truth; the cache is a bounded copy of
+// their newest part, so memory no longer grows with the number of nodes
 // beyond ~50 bytes of bookkeeping each (degree, newest ts, slot, epochs). Slots are taken by writes
 // and recycled CLOCK-wise (a lookup or a write marks a slot used). A recycled slot covers only
 // events newer than its node's newest ts when it was taken (its floor); older ones stay in RocksDB.
@@ -17,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <shared_mutex>
 #include <span>
@@ -24,24 +28,17 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/status.h"
+#include "storage/epoch_rows.h"
 #include "storage/key_encoding.h"
+#include "storage/neighbor.h"
 
 namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
+class Iterator;
 }  // namespace rocksdb
 
 namespace tlp::storage {
-
-struct Neighbor {
-  uint64_t node = 0;
-  double ts = 0;
-  uint64_t sequence = 0;  // store sequence of the event behind this adjacency
-  // Event order: by ts, then by sequence (the order in which equal ts were stored).
-  bool Before(const Neighbor& other) const {
-    return ts < other.ts || (ts == other.ts && sequence < other.sequence);
-  }
-};
 
 // Result of a batched lookup: row i holds up to k neighbours of query i, newest first.
 struct NeighborLists {
@@ -64,21 +61,26 @@ class NeighborIndex {
   // Records one event in both directions (the store's writer calls this after a durable write).
   void Add(uint64_t src, uint64_t dst, double ts, uint64_t sequence,
            std::span<const float> features);
-  // Rebuilds the cache and degrees from the adjacency column family (on open).
-  Status Rebuild();
+  // Rebuilds the cache and degrees from the adjacency column family (on open), which holds the
+  // rows of every sequence up to the newest it holds, set in *sealed_through; the store then
+  // Adds the events after it.
+  Status Rebuild(uint64_t* sealed_through);
 
   uint32_t EpochOf(uint64_t sequence) const {
     return static_cast<uint32_t>(sequence >> epoch_bits_);
   }
-  // A node's rows in one epoch, and the epoch of its rows before them (kNoEpoch for none).
-  struct EpochLink {
-    uint64_t node = 0;
-    uint32_t epoch = 0;
-    uint32_t previous = kNoEpoch;
-  };
-  // For the writer, before it writes rows of each link's node in its epoch (no older than any
-  // epoch Add has seen for the node): sets each link's previous epoch.
-  void LinkPreviousEpochs(std::span<EpochLink> links) const;
+
+  // Rows of the newest epochs are in memory (EpochRows) until the store seals them into RocksDB.
+  // The epochs Add has moved past, oldest first, are sealed in that order: the oldest one, or
+  // null when none waits.
+  std::shared_ptr<const EpochRows> OldestClosedEpoch() const;
+  // Closes the epoch Add writes to, so that its rows can be sealed as they are (at shutdown,
+  // after the last Add).
+  void CloseOpenEpoch();
+  // `rows`, the oldest closed epoch, is in RocksDB now: lookups read it there from here on.
+  void DropSealedEpoch(const EpochRows* rows);
+  // Memory held by rows not sealed yet.
+  size_t UnsealedBytes() const;
 
   // The k most recent neighbours of `node` with ts < before, newest first.
   Status Recent(uint64_t node, double before, size_t k, std::vector<Neighbor>* out) const;
@@ -104,6 +106,14 @@ class NeighborIndex {
   // Fills row `row` of `out` from the cache if it can answer; false when RocksDB must.
   bool FromCache(uint64_t node, double before, size_t k, size_t row, NeighborLists* out) const;
   Status FromStore(uint64_t node, double before, size_t k, size_t row, NeighborLists* out) const;
+  // Appends to *found up to k of the node's rows in `epoch` held by RocksDB with ts < before
+  // and sequence < below, newest first; *previous = the epoch before (from any row found).
+  Status FromTable(rocksdb::Iterator* it, uint64_t node, uint32_t epoch, double before, size_t k,
+                   uint64_t below, std::vector<Neighbor>* found, uint32_t* previous) const;
+  // Starts an EpochRows for `epoch`, closing the current one (write lock held).
+  void OpenEpoch(uint32_t epoch);
+  // The in-memory rows of `epoch`, or null (lock held).
+  const EpochRows* MemoryEpoch(uint32_t epoch) const;
 
   static constexpr uint32_t kNoSlot = 0xFFFFFFFFu;
   struct NodeEntry {
@@ -157,6 +167,14 @@ class NeighborIndex {
   std::vector<float> features_;    // [slot x K x feature_dim]
   // Per slot: used since the clock hand last passed. Set by readers under the shared lock.
   std::unique_ptr<std::atomic<uint8_t>[]> used_;
+  // Unsealed rows: the epoch Add writes to, and those it moved past, oldest first. Shared, so
+  // that the sealing thread reads a closed epoch without the lock.
+  std::shared_ptr<EpochRows> open_epoch_;
+  std::deque<std::shared_ptr<const EpochRows>> closed_epochs_;
+  uint64_t sealed_through_ = 0;  // RocksDB holds the rows of every sequence up to here
+  // Epochs dropped from memory so far: a lookup's RocksDB iterator must be newer than the
+  // drop of any epoch it reads there (the ingest came before the drop).
+  uint64_t drops_ = 0;
   size_t clock_hand_ = 0;
   mutable std::atomic<uint64_t> cache_hits_{0};
   mutable std::atomic<uint64_t> cache_misses_{0};

@@ -72,26 +72,12 @@ rocksdb::Options DatabaseOptions(size_t block_cache_bytes) {
 
 // Per column family tuning. Profiling the append path showed ~65 % of its time in memtable
 // skiplist searches; keys of the event log ascend, so remembering the last insert position per
-// prefix makes most inserts O(1). Adjacency rows are sorted by TemporalStore::Append instead,
-// which serves the skiplist's own "start from the previous insert" as well at 1k nodes and
-// far better at millions (a per-node hint costs ~250 bytes a node and is stale by then).
+// prefix makes most inserts O(1). Adjacency rows take no memtable: each epoch is written as one
+// sorted table file and ingested (epoch_rows.h).
 rocksdb::ColumnFamilyOptions FamilyOptions(const rocksdb::Options& base, const std::string& name) {
   rocksdb::ColumnFamilyOptions options(base);
   if (name == "events") {
     options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(4));
-  } else if (name == "adjacency") {
-    // Each L0 file spans the newest epoch's nodes (key_encoding.h), so an L0->L1 compaction
-    // rewrites that epoch's part of L1: waiting for 8 files does so 4x less often than the
-    // default 2 (before epochs, when every file spanned all nodes, this cut the L1 write
-    // amplification from 7). Reads of nodes beyond the neighbour cache seek in up to 8 more
-    // small files.
-    options.level0_file_num_compaction_trigger = 8;
-    // A batch's rows land all over the memtable (millions of nodes), so each sorted insert still
-    // climbs and descends the skiplist through cache misses, and those inserts were about half
-    // of the ingest writer's CPU. A quarter of the default 128 MiB keeps the list shorter and
-    // more of it in cache, for more L0 files to compact (adjacency compaction output 1.7 -> 2.8
-    // GB on the 30M stream, which ran 302 -> 279 s; 100M: 18.9 -> 17.2 min, README).
-    options.write_buffer_size = 32 << 20;
   } else if (name == "event_ids") {
     // Every append looks up all its ids, and nearly all are new: bloom filters in the memtable
     // and in each table file answer those misses without a skiplist or block search.

@@ -1,15 +1,16 @@
 #include "storage/temporal_store.h"
 
+#include <pthread.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <numeric>
 #include <unordered_set>
 
 #include "storage/event_codec.h"
@@ -28,6 +29,8 @@ constexpr const char* kWatermarkKey = "watermark";
 constexpr const char* kCursorPrefix = "cursor/";
 constexpr const char* kNodeStateCommitKey = "node_state_commit";
 constexpr const char* kNodeStateDirectory = "/node_states";
+// Where sealed epochs' table files are written before RocksDB takes them in.
+constexpr const char* kAdjacencyImportDirectory = "/adjacency_import";
 
 // generation, slots, dim: three big-endian u64.
 std::string EncodeNodeStateCommit(const NodeStateCommit& commit) {
@@ -62,6 +65,22 @@ std::string EventPrefix(size_t index) { return "event " + std::to_string(index) 
 }  // namespace
 
 TemporalStore::~TemporalStore() {
+  if (sealer_.joinable()) {
+    {
+      std::lock_guard lock(sealer_mutex_);
+      stopping_ = true;
+    }
+    sealer_wake_.notify_one();
+    sealer_.join();
+  }
+  if (db_ && neighbors_) {
+    // The open epoch is sealed as far as it goes, so that the next open has no rows to rebuild
+    // from the event log. Whatever fails to seal is rebuilt from the log then.
+    neighbors_->CloseOpenEpoch();
+    for (bool sealed = true; sealed;) {
+      if (!SealOldestEpoch(&sealed).ok()) break;
+    }
+  }
   if (db_) {
     // Flushing the memtables on a clean close means the next open has no write-ahead log to
     // replay: restart time then no longer grows with what was written since the last flush
@@ -207,11 +226,97 @@ Status TemporalStore::Initialize() {
     Status migrated = MigrateAdjacency();
     if (!migrated.ok()) return migrated;
   }
-  if (version != kSchemaVersion) {
+  if (version <= kSchemaVersionNodeStateFamily) {
     Status migrated = MigrateNodeStates();
     if (!migrated.ok()) return migrated;
   }
-  return neighbors_->Rebuild();
+  if (version != kSchemaVersion) {
+    // Older versions wrote every adjacency row through RocksDB (or none, after the version 1
+    // migration): all the rows there are, and the rest follow from the log as after a crash.
+    rocksdb::WriteOptions write_options;
+    write_options.sync = true;
+    Status status = FromRocks(db_->Put(write_options, meta_, kSchemaKey, EncodeU64(kSchemaVersion)),
+                              "cannot move the store to this version");
+    if (!status.ok()) return status;
+  }
+  std::error_code error;
+  std::filesystem::remove_all(path_ + kAdjacencyImportDirectory, error);  // a crash's leftovers
+  std::filesystem::create_directories(path_ + kAdjacencyImportDirectory, error);
+  if (error) return Status::IoError("cannot create '" + path_ + kAdjacencyImportDirectory + "'");
+  // The adjacency family holds the rows of every sequence up to the newest it holds (epochs are
+  // sealed in order, each up to its last row), so that is where the log takes over: no record
+  // of it could lag behind an ingest that a crash cut short.
+  uint64_t sealed_through = 0;
+  Status status = neighbors_->Rebuild(&sealed_through);
+  if (!status.ok()) return status;
+  status = RebuildUnsealedEpochs(sealed_through);
+  if (!status.ok()) return status;
+  sealer_ = std::thread([this] { SealLoop(); });
+  return Status::Ok();
+}
+
+Status TemporalStore::RebuildUnsealedEpochs(uint64_t sealed_through) {
+  // The rows of these events were in memory only when the process stopped (a crash, or a
+  // failed seal): the log has them. Epochs that close on the way are sealed at once, so that
+  // memory holds no more than when ingesting.
+  return ReplayAfter(sealed_through, 10000, [this](const EventBatch& batch, uint64_t first) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      neighbors_->Add(batch.src[i], batch.dst[i], batch.ts[i], first + i, batch.FeaturesOf(i));
+    }
+    for (bool sealed = true; sealed;) {
+      Status status = SealOldestEpoch(&sealed);
+      if (!status.ok()) return status;
+    }
+    return Status::Ok();
+  });
+}
+
+void TemporalStore::SealLoop() {
+  pthread_setname_np(pthread_self(), "tlpd-seal");
+  std::unique_lock lock(sealer_mutex_);
+  while (!stopping_) {
+    sealer_wake_.wait(lock, [this] { return stopping_ || seal_requested_; });
+    seal_requested_ = false;
+    for (bool sealed = true; sealed && !stopping_;) {
+      lock.unlock();
+      Status status = SealOldestEpoch(&sealed);
+      lock.lock();
+      if (!status.ok()) {
+        // The rows stay in memory and lookups keep reading them there; retried in a while.
+        seal_error_ = status.message();
+        ++seal_failures_;
+        seal_requested_ = true;
+        sealer_wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
+        break;
+      }
+    }
+  }
+}
+
+Status TemporalStore::SealOldestEpoch(bool* sealed) {
+  *sealed = false;
+  const std::shared_ptr<const EpochRows> rows = neighbors_->OldestClosedEpoch();
+  if (!rows) return Status::Ok();
+  const std::string file = path_ + kAdjacencyImportDirectory + "/epoch-" +
+                           std::to_string(rows->epoch()) + "-" +
+                           std::to_string(rows->first_sequence()) + ".sst";
+  Status status = rows->WriteTable(db_->GetOptions(adjacency_), file);
+  if (status.ok()) {
+    // Moved, not copied, and placed in the lowest level its key range fits: the last one, as no
+    // other epoch's keys overlap it (unless this epoch was partly sealed before a restart).
+    rocksdb::IngestExternalFileOptions ingest;
+    ingest.move_files = true;
+    status = FromRocks(db_->IngestExternalFile(adjacency_, {file}, ingest),
+                       "cannot ingest adjacency epoch " + std::to_string(rows->epoch()));
+  }
+  if (!status.ok()) {
+    std::error_code ignored;
+    std::filesystem::remove(file, ignored);
+    return status;
+  }
+  neighbors_->DropSealedEpoch(rows.get());
+  *sealed = true;
+  return Status::Ok();
 }
 
 Status TemporalStore::MigrateNodeStates() {
@@ -261,7 +366,7 @@ Status TemporalStore::MigrateNodeStates() {
   const std::string last(8, '\xff');
   batch.DeleteRange(node_state_, std::string(8, '\0'), last);
   batch.Delete(node_state_, last);
-  batch.Put(meta_, kSchemaKey, EncodeU64(kSchemaVersion));
+  batch.Put(meta_, kSchemaKey, EncodeU64(kSchemaVersionNodeStateFile));
   rocksdb::WriteOptions write_options;
   write_options.sync = true;
   status = FromRocks(db_->Write(write_options, &batch), "cannot finish the node state migration");
@@ -276,51 +381,13 @@ Status TemporalStore::MigrateNodeStates() {
 
 Status TemporalStore::MigrateAdjacency() {
   // Every adjacency row follows from an event of the log, so the old rows are dropped and the
-  // new ones written from the log as Append writes them. The schema version changes only after
-  // the last row, so a crash part way redoes the whole migration on the next open.
+  // new ones rebuilt from the log as after a crash (RebuildUnsealedEpochs): none is sealed.
   const std::string end(kAdjacencyKeySize + 1, '\xff');
   Status status = FromRocks(db_->DeleteRange(rocksdb::WriteOptions(), adjacency_, "", end),
                             "cannot drop the old adjacency rows");
   if (!status.ok()) return status;
-  constexpr size_t kEventsPerWrite = 50000;
-  EventBatch events;
-  events.feature_dim = feature_dim_;
-  std::vector<uint64_t> sequences;
-  auto write_rows = [&]() {
-    rocksdb::WriteBatch write;
-    WriteAdjacencyRows(&write);
-    adjacency_rows_.clear();
-    Status written = FromRocks(db_->Write(rocksdb::WriteOptions(), &write), "migration failed");
-    if (!written.ok()) return written;
-    for (size_t i = 0; i < events.size(); ++i) {
-      neighbors_->Add(events.src[i], events.dst[i], events.ts[i], sequences[i],
-                      events.FeaturesOf(i));
-    }
-    events.Clear();
-    sequences.clear();
-    return Status::Ok();
-  };
-  std::vector<float> feature_buffer;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), events_));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    const uint64_t sequence = GetBigEndian<uint64_t>(it->key().data());
-    DecodedEvent event;
-    status = DecodeEvent({it->value().data(), it->value().size()}, &feature_buffer, &event);
-    if (!status.ok()) return status;
-    AddAdjacencyRows(event.src, event.dst, event.ts, sequence);
-    events.Add(event.src, event.dst, event.ts, event.features);
-    sequences.push_back(sequence);
-    if (events.size() == kEventsPerWrite) {
-      status = write_rows();
-      if (!status.ok()) return status;
-    }
-  }
-  if (!it->status().ok()) return Status::IoError(it->status().ToString());
-  status = write_rows();
-  if (!status.ok()) return status;
   rocksdb::WriteBatch batch;
-  // Node memory is still in the node_state family: MigrateNodeStates moves it and then
-  // sets the current version.
+  // Node memory is still in the node_state family: MigrateNodeStates moves it.
   batch.Put(meta_, kSchemaKey, EncodeU64(kSchemaVersionNodeStateFamily));
   batch.Put(meta_, kEpochBitsKey, EncodeU64(adjacency_epoch_bits_));
   rocksdb::WriteOptions write_options;
@@ -427,8 +494,8 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
   if (!status.ok()) return status;
 
   rocksdb::WriteBatch write;
-  adjacency_rows_.clear();
   uint64_t sequence = last_sequence_.load();
+  const uint64_t previous_last = sequence;
   double newest = max_ts_.load();
   for (size_t i = 0; i < batch.size(); ++i) {
     if (result->duplicate[i]) continue;
@@ -439,14 +506,12 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
     EncodeEvent(batch.src[i], batch.dst[i], batch.ts[i], batch.FeaturesOf(i), batch.EventIdOf(i),
                 &encode_buffer_);
     write.Put(events_, key.view(), encode_buffer_);
-    AddAdjacencyRows(batch.src[i], batch.dst[i], batch.ts[i], sequence);
     if (!batch.EventIdOf(i).empty()) {
       write.Put(event_ids_, batch.EventIdOf(i), key.view());
       first_in_batch_[batch.EventIdOf(i)] = sequence;
     }
     newest = std::max(newest, batch.ts[i]);
   }
-  WriteAdjacencyRows(&write);
   for (size_t i = 0; i < batch.size(); ++i) {
     if (result->duplicate[i] && result->sequences[i] == 0) {
       result->sequences[i] = first_in_batch_[batch.EventIdOf(i)];
@@ -472,60 +537,14 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
   }
   last_sequence_ = sequence;
   max_ts_ = newest;
+  if (neighbors_->EpochOf(sequence) != neighbors_->EpochOf(previous_last)) {
+    {
+      std::lock_guard sealer_lock(sealer_mutex_);
+      seal_requested_ = true;
+    }
+    sealer_wake_.notify_one();
+  }
   return Status::Ok();
-}
-
-void TemporalStore::AddAdjacencyRows(uint64_t src, uint64_t dst, double ts, uint64_t sequence) {
-  const uint32_t epoch = neighbors_->EpochOf(sequence);
-  adjacency_rows_.push_back(AdjacencyRow{AdjacencyKey(epoch, src, ts, sequence), dst});
-  if (src != dst)
-    adjacency_rows_.push_back(AdjacencyRow{AdjacencyKey(epoch, dst, ts, sequence), src});
-}
-
-void TemporalStore::WriteAdjacencyRows(rocksdb::WriteBatch* write) {
-  // In key order: the memtable's skiplist starts each insert from where the previous one went,
-  // so sorted rows each search a short stretch instead of the whole list from the top. At
-  // millions of nodes the rows of a batch land all over the memtable, and these inserts were
-  // the largest cost of Append (~a quarter of both cores in a 20M-event run; perf).
-  std::sort(adjacency_rows_.begin(), adjacency_rows_.end(),
-            [](const AdjacencyRow& a, const AdjacencyRow& b) {
-              return std::memcmp(a.key.bytes, b.key.bytes, kAdjacencyKeySize) < 0;
-            });
-  group_links_.clear();
-  group_ends_.clear();
-  for (size_t i = 0; i < adjacency_rows_.size(); ++i) {
-    const std::string_view key = adjacency_rows_[i].key.view();
-    if (i == 0 ||
-        AdjacencyKey::Group(key) != AdjacencyKey::Group(adjacency_rows_[i - 1].key.view())) {
-      group_links_.push_back({AdjacencyKey::Node(key), AdjacencyKey::Epoch(key), kNoEpoch});
-      group_ends_.push_back(0);
-    }
-    group_ends_.back() = i + 1;
-  }
-  neighbors_->LinkPreviousEpochs(group_links_);
-  // A batch across an epoch boundary can hold a node in two epochs: the later group's previous
-  // epoch is then the earlier one of this batch, which the index has not seen yet.
-  if (!group_links_.empty() && group_links_.front().epoch != group_links_.back().epoch) {
-    std::vector<size_t> order(group_links_.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::sort(order.begin(), order.end(), [this](size_t a, size_t b) {
-      const NeighborIndex::EpochLink& x = group_links_[a];
-      const NeighborIndex::EpochLink& y = group_links_[b];
-      return x.node < y.node || (x.node == y.node && x.epoch < y.epoch);
-    });
-    for (size_t j = 1; j < order.size(); ++j) {
-      const NeighborIndex::EpochLink& earlier = group_links_[order[j - 1]];
-      NeighborIndex::EpochLink& later = group_links_[order[j]];
-      if (earlier.node == later.node) later.previous = earlier.epoch;
-    }
-  }
-  size_t row = 0;
-  for (size_t g = 0; g < group_links_.size(); ++g) {
-    for (; row < group_ends_[g]; ++row) {
-      const AdjacencyValue value(adjacency_rows_[row].neighbor, group_links_[g].previous);
-      write->Put(adjacency_, adjacency_rows_[row].key.view(), value.view());
-    }
-  }
 }
 
 Status TemporalStore::SaveNodeStates(const NodeStates& states, uint64_t watermark,
@@ -655,6 +674,12 @@ StoreStats TemporalStore::Stats() const {
   db_->GetIntProperty(events_, "rocksdb.block-cache-usage", &stats.block_cache_bytes);
   db_->GetIntProperty(events_, "rocksdb.block-cache-capacity", &stats.block_cache_capacity_bytes);
   stats.node_state_bytes = node_states_->disk_bytes();
+  stats.unsealed_adjacency_bytes = neighbors_->UnsealedBytes();
+  {
+    std::lock_guard lock(sealer_mutex_);
+    stats.adjacency_seal_failures = seal_failures_;
+    stats.last_adjacency_seal_error = seal_error_;
+  }
   return stats;
 }
 

@@ -3,7 +3,10 @@
 // Column families:
 //   events      seq (u64 BE)                -> packed event (see event_codec.h)
 //   adjacency   epoch, node, ts, seq (28 B) -> neighbour (u64), the node's previous epoch (u32);
-//               both directions per event; epoch = seq >> adjacency_epoch_bits (key_encoding.h)
+//               both directions per event; epoch = seq >> adjacency_epoch_bits (key_encoding.h).
+//               Written an epoch at a time: the newest epochs' rows are in memory
+//               (NeighborIndex, epoch_rows.h) until a background thread seals each, once the
+//               writer has moved past it, into one table file that RocksDB ingests.
 //   node_state  empty; stores of schema version 2 kept node memory here (migrated on open)
 //   event_ids   client event_id             -> seq (idempotent re-sends)
 //   meta        name                        -> schema version, feature dim, max ts, watermark,
@@ -14,10 +17,13 @@
 // Contract: one writer calls Append (it is serialised internally anyway); any number of
 // threads read. Append writes a whole batch in one WriteBatch with the WAL on, so after it
 // returns OK every event in it survives a crash of the process (and, with sync on, of the
-// machine). A batch that fails validation writes nothing.
+// machine). A batch that fails validation writes nothing. Adjacency rows not sealed when the
+// process stops are rebuilt from the event log on the next open, from the sequence after the
+// newest sealed row on.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,6 +32,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -46,9 +53,11 @@ class Status;
 
 namespace tlp::storage {
 
-inline constexpr uint32_t kSchemaVersion = 3;  // node memory in node_states/, not RocksDB
-// Stores of older versions are migrated when opened: version 2 kept node memory in the
-// node_state column family, version 1 also keyed adjacency by node first.
+inline constexpr uint32_t kSchemaVersion = 4;  // adjacency sealed an epoch at a time
+// Stores of older versions are migrated when opened: version 3 wrote every adjacency row
+// through RocksDB's write path, version 2 also kept node memory in the node_state column
+// family, version 1 also keyed adjacency by node first.
+inline constexpr uint32_t kSchemaVersionNodeStateFile = 3;
 inline constexpr uint32_t kSchemaVersionNodeStateFamily = 2;
 inline constexpr uint32_t kSchemaVersionNodeFirstAdjacency = 1;
 inline constexpr size_t kMaxEventIdBytes = 128;
@@ -69,8 +78,9 @@ struct StoreOptions {
   // misses and of neighbour lookups beyond the neighbour cache.
   size_t block_cache_bytes = size_t{256} << 20;
   // Adjacency epochs of a new store span 2^bits store sequences (an existing store keeps its
-  // own): large enough that a node's recent rows are mostly in one epoch, small enough that a
-  // memtable flush overlaps only the newest epoch's files (~330 MB of rows at 2^22).
+  // own): large enough that a node's recent rows are mostly in one epoch, small enough that its
+  // rows fit memory until sealed (2^22: 8.4M rows, ~350 MB with their index; two at a time
+  // while the older one is sealed).
   uint32_t adjacency_epoch_bits = 22;
   bool create_if_missing = true;
 };
@@ -120,6 +130,9 @@ struct StoreStats {
   uint64_t block_cache_bytes = 0;           // in use (one cache for all column families)
   uint64_t block_cache_capacity_bytes = 0;  // StoreOptions::block_cache_bytes
   uint64_t node_state_bytes = 0;            // the node state file's, on disk
+  uint64_t unsealed_adjacency_bytes = 0;    // memory of adjacency rows not sealed yet
+  uint64_t adjacency_seal_failures = 0;     // since open; each is retried
+  std::string last_adjacency_seal_error;    // empty when none failed
 };
 
 class TemporalStore {
@@ -184,18 +197,21 @@ class TemporalStore {
  private:
   TemporalStore() = default;
   Status Initialize();
-  // Rewrites the adjacency of a schema version 1 store from its event log (Initialize).
+  // Drops the adjacency of a schema version 1 store, which is then rebuilt from its event log.
   Status MigrateAdjacency();
+  // Adds the events after `sealed_through` to the neighbour index, sealing each epoch they
+  // close (on open: their adjacency rows are only in the log).
+  Status RebuildUnsealedEpochs(uint64_t sealed_through);
+  // The sealing thread: seals closed epochs as Append closes them.
+  void SealLoop();
+  // Writes the oldest closed epoch's rows as a table file, has RocksDB ingest it, records how
+  // far the sealed rows reach and drops the epoch from memory. *sealed false: none was closed.
+  Status SealOldestEpoch(bool* sealed);
   // Moves the node_state column family of a schema version <= 2 store into node_states_.
   Status MigrateNodeStates();
   // Writes a prepared node state generation, with `watermark` and `cursors`, in one meta write.
   Status CommitNodeStates(const NodeStateCommit& next, uint64_t watermark,
                           std::span<const SourceCursor> cursors);
-  // Queues the adjacency rows of one event (one per endpoint; one for a self-loop) for the
-  // batch being built (written sorted, see WriteAdjacencyRows).
-  void AddAdjacencyRows(uint64_t src, uint64_t dst, double ts, uint64_t sequence);
-  // Writes the queued rows into `write`, sorted, each with its node's previous epoch.
-  void WriteAdjacencyRows(rocksdb::WriteBatch* write);
 
   std::string path_;
   StoreOptions options_;
@@ -217,14 +233,8 @@ class TemporalStore {
   std::atomic<uint64_t> last_sequence_{0};
   std::atomic<double> max_ts_{0.0};
   std::atomic<uint64_t> watermark_{0};
-  // One adjacency row of the batch being appended.
-  struct AdjacencyRow {
-    AdjacencyKey key;
-    uint64_t neighbor;
-  };
   // Reused across Append calls: no allocation per event once warm.
   std::string encode_buffer_;
-  std::vector<AdjacencyRow> adjacency_rows_;
   // The batch's event ids: their lookups, and each id's first event in the batch (its sequence
   // once assigned).
   std::vector<rocksdb::Slice> id_keys_;
@@ -232,9 +242,15 @@ class TemporalStore {
   std::vector<rocksdb::PinnableSlice> id_values_;
   std::vector<rocksdb::Status> id_statuses_;
   absl::flat_hash_map<std::string_view, uint64_t> first_in_batch_;
-  // Per (epoch, node) run of the sorted rows: the run and one past its last row.
-  std::vector<NeighborIndex::EpochLink> group_links_;
-  std::vector<size_t> group_ends_;
+
+  // The sealing thread and what wakes it (an Append that closed an epoch, or stopping).
+  std::thread sealer_;
+  mutable std::mutex sealer_mutex_;
+  std::condition_variable sealer_wake_;
+  bool seal_requested_ = false;
+  bool stopping_ = false;
+  uint64_t seal_failures_ = 0;
+  std::string seal_error_;
 };
 
 }  // namespace tlp::storage

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 
@@ -16,6 +17,48 @@
 
 namespace tlp::storage {
 namespace {
+
+// An event as stored, for brute-force answers to neighbour lookups.
+struct StoredEvent {
+  uint64_t src, dst;
+  double ts;
+  uint64_t sequence;
+};
+
+// The k most recent neighbours of `node` with ts < before, newest first, by brute force.
+std::vector<Neighbor> BruteForceRecent(const std::vector<StoredEvent>& all, uint64_t node,
+                                       double before, size_t k) {
+  std::vector<Neighbor> expected;
+  for (const StoredEvent& e : all) {
+    if (e.ts >= before) continue;
+    if (e.src == node)
+      expected.push_back({e.dst, e.ts, e.sequence});
+    else if (e.dst == node)
+      expected.push_back({e.src, e.ts, e.sequence});
+  }
+  std::sort(expected.begin(), expected.end(),
+            [](const Neighbor& a, const Neighbor& b) { return b.Before(a); });
+  if (expected.size() > k) expected.resize(k);
+  return expected;
+}
+
+// Checks a store's lookups of `node` against brute force, features (= sequence - 1) included
+// when the store has them.
+void ExpectRecentMatches(const TemporalStore& store, const std::vector<StoredEvent>& all,
+                         uint64_t node, double before, size_t k) {
+  const std::vector<Neighbor> expected = BruteForceRecent(all, node, before, k);
+  NeighborLists lists;
+  ASSERT_TRUE(store.neighbors().RecentBatch({&node, 1}, {&before, 1}, k, &lists).ok());
+  ASSERT_EQ(lists.counts[0], expected.size()) << "node " << node << " before " << before;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(lists.neighbors[i].node, expected[i].node) << "node " << node << " row " << i;
+    EXPECT_EQ(lists.neighbors[i].ts, expected[i].ts);
+    EXPECT_EQ(lists.neighbors[i].sequence, expected[i].sequence);
+    if (lists.feature_dim == 1) {
+      EXPECT_EQ(lists.features[i], static_cast<float>(expected[i].sequence - 1));
+    }
+  }
+}
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -41,7 +84,8 @@ class StoreTest : public ::testing::Test {
   // pipe still held (those were durable too).
   using Acknowledge = std::function<void(uint64_t)>;
   uint64_t KillWriterAfter(uint64_t units, useconds_t delay_us,
-                           const std::function<void(TemporalStore&, const Acknowledge&)>& write) {
+                           const std::function<void(TemporalStore&, const Acknowledge&)>& write,
+                           StoreOptions options = {}) {
     int pipe_fds[2];
     EXPECT_EQ(pipe(pipe_fds), 0);
     const pid_t child = fork();
@@ -49,7 +93,6 @@ class StoreTest : public ::testing::Test {
     if (child == 0) {
       close(pipe_fds[0]);
       std::unique_ptr<TemporalStore> store;
-      StoreOptions options;
       options.sync = false;
       if (!TemporalStore::Open(dir_.string(), options, &store).ok()) _exit(2);
       write(*store, [&](uint64_t unit) {
@@ -229,15 +272,9 @@ TEST_P(NeighborCacheTest, RecentNeighboursMatchBruteForce) {
   auto store = OpenStore(options);
   EXPECT_EQ(store->neighbors().cache_slots(), GetParam());
   std::mt19937_64 random(42);
-  struct Stored {
-    uint64_t src, dst;
-    double ts;
-    uint64_t sequence;
-  };
-  std::vector<Stored> all;
+  std::vector<StoredEvent> all;
   double now = 0;
   auto check = [&](const TemporalStore& s, int trials) {
-    NeighborLists lists;
     for (int trial = 0; trial < trials; ++trial) {
       const uint64_t node = random() % 32;
       // Half the lookups near "now", where the cache answers; half anywhere in the past.
@@ -245,26 +282,7 @@ TEST_P(NeighborCacheTest, RecentNeighboursMatchBruteForce) {
                                 ? std::max(0.0, now + 2 - static_cast<double>(random() % 8))
                                 : static_cast<double>(random() % static_cast<uint64_t>(now + 2));
       const size_t k = 1 + random() % 8;
-      std::vector<Neighbor> expected;
-      for (const Stored& e : all) {
-        if (e.ts >= before) continue;
-        if (e.src == node)
-          expected.push_back({e.dst, e.ts, e.sequence});
-        else if (e.dst == node)
-          expected.push_back({e.src, e.ts, e.sequence});
-      }
-      std::sort(expected.begin(), expected.end(), [](const Neighbor& a, const Neighbor& b) {
-        return std::tie(a.ts, a.sequence) > std::tie(b.ts, b.sequence);
-      });
-      if (expected.size() > k) expected.resize(k);
-      ASSERT_TRUE(s.neighbors().RecentBatch({&node, 1}, {&before, 1}, k, &lists).ok());
-      ASSERT_EQ(lists.counts[0], expected.size()) << "node " << node << " before " << before;
-      for (size_t i = 0; i < expected.size(); ++i) {
-        EXPECT_EQ(lists.neighbors[i].node, expected[i].node);
-        EXPECT_EQ(lists.neighbors[i].ts, expected[i].ts);
-        EXPECT_EQ(lists.neighbors[i].sequence, expected[i].sequence);
-        EXPECT_EQ(lists.features[i], static_cast<float>(expected[i].sequence - 1));
-      }
+      ExpectRecentMatches(s, all, node, before, k);
     }
   };
   EventBatch batch;
@@ -551,12 +569,7 @@ TEST_F(StoreTest, SchemaVersion1StoreIsMigratedOnOpen) {
   options.feature_dim = 1;
   options.lateness_seconds = 10;
   options.neighbor_cache_bytes = NeighborIndex::SlotBytes(options.cached_neighbors, 1);
-  struct Stored {
-    uint64_t src, dst;
-    double ts;
-    uint64_t sequence;
-  };
-  std::vector<Stored> all;
+  std::vector<StoredEvent> all;
   {
     auto store = OpenStore(options);
     EventBatch batch;
@@ -575,27 +588,7 @@ TEST_F(StoreTest, SchemaVersion1StoreIsMigratedOnOpen) {
   for (int open = 0; open < 2; ++open) {  // the migration, then a plain open of its result
     auto store = OpenStore(options);
     ASSERT_NE(store, nullptr);
-    for (uint64_t node = 0; node < 15; ++node) {
-      const double before = 60.0;
-      std::vector<Neighbor> expected;
-      for (const Stored& e : all) {
-        if (e.ts >= before) continue;
-        if (e.src == node) expected.push_back({e.dst, e.ts, e.sequence});
-        if (e.dst == node) expected.push_back({e.src, e.ts, e.sequence});
-      }
-      std::sort(expected.begin(), expected.end(), [](const Neighbor& a, const Neighbor& b) {
-        return std::tie(a.ts, a.sequence) > std::tie(b.ts, b.sequence);
-      });
-      if (expected.size() > 40) expected.resize(40);
-      NeighborLists lists;
-      ASSERT_TRUE(store->neighbors().RecentBatch({&node, 1}, {&before, 1}, 40, &lists).ok());
-      ASSERT_EQ(lists.counts[0], expected.size()) << "node " << node;
-      for (size_t i = 0; i < expected.size(); ++i) {
-        EXPECT_EQ(lists.neighbors[i].node, expected[i].node);
-        EXPECT_EQ(lists.neighbors[i].sequence, expected[i].sequence);
-        EXPECT_EQ(lists.features[i], static_cast<float>(expected[i].sequence - 1));
-      }
-    }
+    for (uint64_t node = 0; node < 15; ++node) ExpectRecentMatches(*store, all, node, 60.0, 40);
     EXPECT_EQ(store->neighbors().Degree(3), 43u);
   }
 }
@@ -648,6 +641,99 @@ TEST_F(StoreTest, SchemaVersion2NodeStatesAreMigratedOnOpen) {
       raw.db->Get(rocksdb::ReadOptions(), raw.handles[RawStore::kMeta], "schema_version", &version)
           .ok());
   EXPECT_EQ(GetBigEndian<uint64_t>(version.data()), kSchemaVersion);
+}
+
+// Every adjacency row of a closed store, as (epoch, node, ts, sequence, neighbour, the node's
+// previous epoch), in key order.
+using AdjacencyTuple = std::tuple<uint32_t, uint64_t, double, uint64_t, uint64_t, uint32_t>;
+std::vector<AdjacencyTuple> StoredAdjacency(const std::string& dir) {
+  RawStore raw(dir);
+  std::vector<AdjacencyTuple> rows;
+  std::unique_ptr<rocksdb::Iterator> it(
+      raw.db->NewIterator(rocksdb::ReadOptions(), raw.handles[RawStore::kAdjacency]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    const std::string_view value(it->value().data(), it->value().size());
+    rows.emplace_back(AdjacencyKey::Epoch(key), AdjacencyKey::Node(key), AdjacencyKey::Ts(key),
+                      AdjacencyKey::Sequence(key), AdjacencyValue::Neighbor(value),
+                      AdjacencyValue::PreviousEpoch(value));
+  }
+  EXPECT_TRUE(it->status().ok());
+  return rows;
+}
+
+// The rows `all` should leave, with epochs of 2^bits sequences (ts >= 0: tuple order is key
+// order).
+std::vector<AdjacencyTuple> ExpectedAdjacency(const std::vector<StoredEvent>& all, uint32_t bits) {
+  std::vector<AdjacencyTuple> rows;
+  for (const StoredEvent& e : all) {
+    const auto epoch = static_cast<uint32_t>(e.sequence >> bits);
+    rows.emplace_back(epoch, e.src, e.ts, e.sequence, e.dst, kNoEpoch);
+    if (e.src != e.dst) rows.emplace_back(epoch, e.dst, e.ts, e.sequence, e.src, kNoEpoch);
+  }
+  std::sort(rows.begin(), rows.end());
+  std::map<uint64_t, std::pair<uint32_t, uint32_t>> newest;  // node: its epoch so far, previous
+  for (AdjacencyTuple& row : rows) {
+    const uint32_t epoch = std::get<0>(row);
+    auto [it, first] = newest.try_emplace(std::get<1>(row), epoch, kNoEpoch);
+    if (!first && it->second.first != epoch) it->second = {epoch, it->second.first};
+    std::get<5>(row) = it->second.second;
+  }
+  return rows;
+}
+
+// Epochs the writer has moved past are sealed into RocksDB in the background; a clean close
+// seals the open epoch as far as it goes, and after a reopen that epoch goes on in memory. RocksDB
+// then holds every row once, with its node's previous epoch, and lookups that read memory and
+// RocksDB (a one-slot cache) match brute force all along.
+TEST_F(StoreTest, AdjacencyEpochsAreSealedIntoRocksDB) {
+  StoreOptions options;
+  options.adjacency_epoch_bits = 3;
+  options.lateness_seconds = 5;
+  options.cached_neighbors = 2;
+  options.neighbor_cache_bytes = NeighborIndex::SlotBytes(2, 0);
+  std::vector<StoredEvent> all;
+  std::mt19937_64 random(7);
+  double now = 0;
+  auto append = [&](TemporalStore& store, int events) {
+    EventBatch batch;
+    for (int i = 0; i < events; ++i) {
+      now += 1;
+      batch.Add(random() % 6, random() % 6, std::max(0.0, now - static_cast<double>(random() % 4)));
+    }
+    AppendResult result;
+    ASSERT_TRUE(store.Append(batch, &result).ok());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      all.push_back({batch.src[i], batch.dst[i], batch.ts[i], result.sequences[i]});
+    }
+  };
+  auto check = [&](const TemporalStore& store) {
+    for (uint64_t node = 0; node < 6; ++node) {
+      ExpectRecentMatches(store, all, node, now + 1, 64);
+      ExpectRecentMatches(store, all, node, now / 2, 3);
+    }
+  };
+  {
+    auto store = OpenStore(options);
+    for (int round = 0; round < 10; ++round) {
+      append(*store, 7);
+      check(*store);
+    }
+    for (int wait = 0; wait < 1000 && store->neighbors().OldestClosedEpoch(); ++wait) {
+      usleep(10000);
+    }
+    EXPECT_EQ(store->neighbors().OldestClosedEpoch(), nullptr) << "closed epochs left unsealed";
+    EXPECT_GT(store->Stats().unsealed_adjacency_bytes, 0u);  // the open epoch's
+    EXPECT_EQ(store->Stats().adjacency_seal_failures, 0u);
+  }
+  EXPECT_EQ(StoredAdjacency(dir_.string()), ExpectedAdjacency(all, 3));
+  {
+    auto store = OpenStore(options);
+    check(*store);
+    append(*store, 5);  // sequences 71-75: the rest of epoch 8 (64-71, sealed up to 70), then 9
+    check(*store);
+  }
+  EXPECT_EQ(StoredAdjacency(dir_.string()), ExpectedAdjacency(all, 3));
 }
 
 // A child process writes node state checkpoints, each setting every node's memory to its
@@ -743,6 +829,52 @@ TEST_F(StoreTest, SigkillMidStreamLosesNoAcknowledgedEvent) {
   ASSERT_TRUE(store->Append(resend, &result).ok());
   EXPECT_EQ(result.duplicates, stored);
   EXPECT_EQ(store->last_sequence(), stored);
+}
+
+// A crash leaves the newest epochs' adjacency in memory only: the next open rebuilds it from
+// the event log (and seals the epochs it closes), so lookups, degrees and, after a clean
+// close, the rows in RocksDB match brute force over every stored event.
+TEST_F(StoreTest, SigkillLosesNoAdjacencyRow) {
+  StoreOptions options;
+  options.adjacency_epoch_bits = 5;
+  constexpr int kBatch = 50;
+  KillWriterAfter(
+      20, 2000,
+      [&](TemporalStore& store, const Acknowledge& acknowledge) {
+        EventBatch batch;
+        AppendResult result;
+        for (uint32_t round = 0;; ++round) {
+          batch.Clear();
+          for (int i = 0; i < kBatch; ++i) {
+            const uint32_t n = round * kBatch + i;
+            batch.Add(n % 11, 100 + n % 7, static_cast<double>(n));
+          }
+          if (!store.Append(batch, &result).ok()) _exit(3);
+          acknowledge(round + 1);
+        }
+      },
+      options);
+  options.neighbor_cache_bytes = NeighborIndex::SlotBytes(options.cached_neighbors, 0);
+  auto store = OpenStore(options);
+  std::vector<StoredEvent> all;
+  ASSERT_TRUE(
+      store
+          ->ReplayAfter(0, 1000,
+                        [&](const EventBatch& events, uint64_t first) {
+                          for (size_t i = 0; i < events.size(); ++i) {
+                            all.push_back({events.src[i], events.dst[i], events.ts[i], first + i});
+                          }
+                          return Status::Ok();
+                        })
+          .ok());
+  ASSERT_GE(all.size(), 20u * kBatch);
+  for (uint64_t node = 0; node < 107; node = node == 10 ? 100 : node + 1) {
+    ExpectRecentMatches(*store, all, node, 1e12, 40);
+    EXPECT_EQ(store->neighbors().Degree(node), BruteForceRecent(all, node, 1e12, all.size()).size())
+        << "node " << node;
+  }
+  store.reset();
+  EXPECT_EQ(StoredAdjacency(dir_.string()), ExpectedAdjacency(all, 5));
 }
 
 }  // namespace
