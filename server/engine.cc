@@ -1,5 +1,6 @@
 #include "server/engine.h"
 
+#include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 #ifdef _OPENMP
@@ -347,8 +348,13 @@ void Engine::FlushChunk() {
   if (chunk_src_.empty()) return;
 #ifdef _OPENMP
   // OpenMP's thread count is per thread, and torch (and OpenBLAS) read it at each call, so this
-  // limits the memory thread alone. Set per chunk: torch's first parallel op on a thread resets
-  // it to the process-wide count.
+  // limits the memory thread alone. Torch's first parallel op on a thread resets it to the
+  // process-wide count, so that reset is made to happen first (once per thread). Without it the
+  // first chunk of each memory thread ran on the scoring's count, and a replica restarted mid-
+  // stream computed that chunk on other threads than one that never stopped: some CPUs round
+  // the GRU's GEMM differently by thread count (on an AMD EPYC, last-bit differences failed
+  // KafkaSourceTest.ReplicasOfOneTopicReachTheSameStateAndScores).
+  at::internal::lazy_init_num_threads();
   omp_set_num_threads(options_.memory_threads);
 #endif
   std::lock_guard lock(model_mutex_);
