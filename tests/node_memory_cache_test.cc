@@ -142,6 +142,11 @@ TEST_F(NodeMemoryCacheTest, ACrashCopyRecoversTheExactMemoryWithATinyCache) {
     ASSERT_TRUE(live->Ingest(Round(round), &result).ok());
     if (round % 8 != 7) continue;
     ASSERT_TRUE(live->AwaitMemory().ok());
+    // Checkpoints are written on a thread of their own: the first copy waits for one, so that
+    // every copy has one to recover from (and events after it to replay).
+    for (int wait = 0; wait < 1000 && live->store().watermark() == 0; ++wait) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     const std::string copy = "crash" + std::to_string(round);
     ASSERT_TRUE(live->store().Checkpoint((dir_ / copy).string()).ok());
     auto recovered = Open(copy, 16, 150);
