@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 
 namespace tlp {
 
@@ -20,5 +22,16 @@ void AdviseHugePages(void* data, size_t bytes) {
   (void)bytes;
 #endif
 }
+
+void* AllocateHugePageTable(size_t bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* data = std::aligned_alloc(kHugePage, rounded);
+  if (data == nullptr) throw std::bad_alloc();
+  AdviseHugePages(data, rounded);
+  return data;
+}
+
+void FreeHugePageTable(void* data) { std::free(data); }
 
 }  // namespace tlp

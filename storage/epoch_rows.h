@@ -14,10 +14,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/huge_pages.h"
 #include "common/status.h"
 #include "storage/neighbor.h"
 
@@ -71,8 +74,12 @@ class EpochRows {
   const uint32_t epoch_;
   const uint64_t first_sequence_;
   uint64_t last_sequence_;
-  std::vector<Row> rows_;
-  absl::flat_hash_map<uint64_t, Head> heads_;  // per node with rows here
+  // Appended in order, but the heads are read at random (two nodes per event) and both grow to
+  // hundreds of MB: on huge pages (common/huge_pages.h), fewer page walks and page faults.
+  HugePageVector<Row> rows_;
+  absl::flat_hash_map<uint64_t, Head, absl::Hash<uint64_t>, std::equal_to<uint64_t>,
+                      HugePageAllocator<std::pair<const uint64_t, Head>>>
+      heads_;  // per node with rows here
 };
 
 }  // namespace tlp::storage

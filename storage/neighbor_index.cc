@@ -33,6 +33,12 @@ NeighborIndex::NeighborIndex(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* adjac
       epoch_bits_(epoch_bits),
       used_(new std::atomic<uint8_t>[max_slots_]) {
   for (size_t slot = 0; slot < max_slots_; ++slot) used_[slot].store(0, std::memory_order_relaxed);
+  owner_.reserve(max_slots_);
+  floor_.reserve(max_slots_);
+  cached_.reserve(max_slots_);
+  start_.reserve(max_slots_);
+  entries_.reserve(max_slots_ * cached_per_node_);
+  features_.reserve(max_slots_ * cached_per_node_ * feature_dim_);
 }
 
 NeighborIndex::~NeighborIndex() = default;

@@ -21,12 +21,15 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <shared_mutex>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/huge_pages.h"
 #include "common/status.h"
 #include "storage/epoch_rows.h"
 #include "storage/key_encoding.h"
@@ -155,16 +158,22 @@ class NeighborIndex {
   // Every node ever seen. Open addressing: a lookup (two per event on the ingest writer) probes
   // the table itself instead of a bucket and then a node allocated on its own. Entries move when
   // it grows: no reference is kept across an insert.
-  absl::flat_hash_map<uint64_t, NodeEntry> nodes_;
+  // It and the slot arrays below are read at random, two nodes per event, over gigabytes: on
+  // huge pages (common/huge_pages.h) such a read costs its cache misses but rarely a page walk.
+  absl::flat_hash_map<uint64_t, NodeEntry, absl::Hash<uint64_t>, std::equal_to<uint64_t>,
+                      HugePageAllocator<std::pair<const uint64_t, NodeEntry>>>
+      nodes_;
   std::vector<double> epoch_max_ts_;  // per epoch: newest ts of its rows
-  std::vector<uint64_t> owner_;       // per slot: its node
-  std::vector<double> floor_;         // per slot: holds every event with ts > floor (-inf: all)
-  std::vector<uint32_t> cached_;      // per slot: entries held (<= K)
+  // Per slot, reserved to max_slots_ up front (address space only; pages are touched as slots
+  // are appended) so that they never move.
+  HugePageVector<uint64_t> owner_;   // per slot: its node
+  HugePageVector<double> floor_;     // per slot: holds every event with ts > floor (-inf: all)
+  HugePageVector<uint32_t> cached_;  // per slot: entries held (<= K)
   // Per slot: the cell of its oldest row; 0 unless the slot is full, so a slot that is not
   // full holds its rows in cells [0, count).
-  std::vector<uint32_t> start_;
-  std::vector<Neighbor> entries_;  // [slot x K], a ring per slot ascending in (ts, sequence)
-  std::vector<float> features_;    // [slot x K x feature_dim]
+  HugePageVector<uint32_t> start_;
+  HugePageVector<Neighbor> entries_;  // [slot x K], a ring per slot ascending in (ts, sequence)
+  HugePageVector<float> features_;    // [slot x K x feature_dim]
   // Per slot: used since the clock hand last passed. Set by readers under the shared lock.
   std::unique_ptr<std::atomic<uint8_t>[]> used_;
   // Unsealed rows: the epoch Add writes to, and those it moved past, oldest first. Shared, so

@@ -67,5 +67,29 @@ TEST(HugePages, AdvisedMemoryIsBackedByHugePages) {
   }
 }
 
+// HugePageAllocator: a table of 4 MiB or more starts on a 2 MiB boundary and, under "madvise",
+// is backed by huge pages once touched; smaller ones come from std::allocator; a container on it
+// keeps its contents through reallocations (growth across the threshold included).
+TEST(HugePages, AllocatorPutsLargeTablesOnHugePages) {
+  HugePageAllocator<uint64_t> allocator;
+  constexpr size_t kCount = kHugePageTableBytes / sizeof(uint64_t);
+  uint64_t* table = allocator.allocate(kCount);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(table) % (uintptr_t{2} << 20), 0u);
+  for (size_t i = 0; i < kCount; ++i) table[i] = i;
+  if (ThpMode() == "madvise") {
+    EXPECT_GE(AnonHugePagesKb(table), 2048);
+  }
+  EXPECT_EQ(table[kCount - 1], kCount - 1);
+  allocator.deallocate(table, kCount);
+
+  HugePageVector<uint64_t> values;
+  for (uint64_t i = 0; i < 2 * kCount; ++i) values.push_back(i * 3);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(values.data()) % (uintptr_t{2} << 20), 0u);
+  for (uint64_t i = 0; i < values.size(); i += 4097) ASSERT_EQ(values[i], i * 3);
+  values.resize(16);
+  values.shrink_to_fit();  // below the threshold: back on std::allocator
+  EXPECT_EQ(values.back(), 45u);
+}
+
 }  // namespace
 }  // namespace tlp
