@@ -8,11 +8,14 @@
 #include <filesystem>
 #include <numeric>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "common/event_reader.h"
 #include "storage/epoch_rows.h"
 #include "storage/event_codec.h"
 #include "storage/key_encoding.h"
+#include "storage/neighbor_index.h"
 #include "storage/node_state_file.h"
 #include "storage/rocksdb_options.h"
 #include "storage/temporal_store.h"
@@ -185,6 +188,22 @@ void BM_Recent(benchmark::State& state) {
 }
 BENCHMARK(BM_Recent)->Arg(0)->Arg(1)->ArgName("past")->Unit(benchmark::kMicrosecond);
 
+// Endpoints of the scale run's shape (bench/scale.sh): sources uniform over `sources` nodes,
+// destinations from 10,000 (ids after the sources) with a power law.
+class ScaleRunEndpoints {
+ public:
+  explicit ScaleRunEndpoints(uint64_t sources) : sources_(sources) {}
+  std::pair<uint64_t, uint64_t> Next() {
+    const uint64_t src = random_() % sources_;
+    return {src, sources_ + static_cast<uint64_t>(rank_(random_)) % 10000};
+  }
+
+ private:
+  const uint64_t sources_;
+  std::mt19937_64 random_{1};
+  std::exponential_distribution<double> rank_{1.0 / 300.0};
+};
+
 // Sealing one adjacency epoch (TemporalStore: the rows of 2^bits events, held in memory while
 // the epoch is open, written as one sorted table file): `events` events of the scale run's shape
 // (sources drawn from `sources` nodes, destinations from 10,000 with a power law), two rows
@@ -197,11 +216,9 @@ void BM_SealEpoch(benchmark::State& state) {
   const std::string dir = FreshDir("seal");
   std::filesystem::create_directories(dir);
   tlp::storage::EpochRows rows(0, 1, 2 * events);
-  std::mt19937_64 random(1);
-  std::exponential_distribution<double> rank(1.0 / 300.0);
+  ScaleRunEndpoints endpoints(sources);
   for (uint64_t sequence = 1; sequence <= events; ++sequence) {
-    const uint64_t src = random() % sources;
-    const uint64_t dst = sources + static_cast<uint64_t>(rank(random)) % 10000;
+    const auto [src, dst] = endpoints.Next();
     const double ts = static_cast<double>(sequence);
     rows.Add(src, dst, ts, sequence, tlp::storage::kNoEpoch);
     rows.Add(dst, src, ts, sequence, tlp::storage::kNoEpoch);
@@ -226,6 +243,49 @@ void BM_SealEpoch(benchmark::State& state) {
 BENCHMARK(BM_SealEpoch)
     ->Args({1 << 22, 10000000})
     ->ArgNames({"events", "sources"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(5.0);
+
+// The ingest writer's part of the neighbour index, NeighborIndex::Add (per event and direction:
+// the node's entry, a row in the open epoch, a row in the node's cache slot), at the scale
+// run's shape with a full cache of the default size (1 GiB, ~1.4M slots; filled before the
+// clock runs), 2^20 events an iteration. Add reads no RocksDB, so the index is given none here;
+// the epochs it closes are dropped outside the clock, as sealing would. Its cost is mostly cache
+// and TLB misses at random slots, so it depends on huge pages (compare THP "madvise" with
+// "never" in /sys/kernel/mm/transparent_hugepage/enabled). Args: sources.
+void BM_NeighborAdd(benchmark::State& state) {
+  constexpr size_t kEvents = 1 << 20, kDistinct = size_t{4} << 20;
+  const tlp::storage::StoreOptions defaults;
+  tlp::storage::NeighborIndex index(
+      nullptr, nullptr, nullptr, defaults.cached_neighbors, 0,
+      defaults.neighbor_cache_bytes /
+          tlp::storage::NeighborIndex::SlotBytes(defaults.cached_neighbors, 0),
+      defaults.adjacency_epoch_bits);
+  ScaleRunEndpoints endpoints(static_cast<uint64_t>(state.range(0)));
+  std::vector<std::pair<uint64_t, uint64_t>> pairs(kDistinct);
+  for (auto& pair : pairs) pair = endpoints.Next();
+  uint64_t sequence = 0;
+  const auto add = [&](size_t count) {
+    for (size_t i = 0; i < count; ++i, ++sequence) {
+      const auto [src, dst] = pairs[sequence % kDistinct];
+      index.Add(src, dst, static_cast<double>(sequence), sequence + 1, {});
+    }
+  };
+  add(kDistinct);
+  for (auto _ : state) {
+    add(kEvents);
+    state.PauseTiming();
+    while (const auto rows = index.OldestClosedEpoch()) index.DropSealedEpoch(rows.get());
+    state.ResumeTiming();
+  }
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(kEvents) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_NeighborAdd)
+    ->Arg(10000000)
+    ->ArgName("sources")
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(5.0);
