@@ -5,12 +5,15 @@
 # bundled Wikipedia stream (157,474 events): durable ingest over gRPC with 1 and 4 client
 # streams, ScoreLinks at concurrency 1/16/64, TopK over all 1,000 pages, RSS and RocksDB bytes
 # per event, cold start (open + replay of the whole log without a memory checkpoint), and
-# events/s from Kafka to durable state (kafka_bench, 1 and 4 partitions).
+# events/s from Kafka to durable state (kafka_bench, 1 and 4 partitions), training events/s.
+# Beside ScoreLinks, TopK and training it records the process's minor page faults per scored
+# pair, per TopK and per training event (from /proc/PID/stat and getrusage), and the machine:
+# CPU model, THP mode, OPENBLAS_CORETYPE.
 # Writes OUT_DIR/results.json and OUT_DIR/table.md (bench/report.py) and prints the table.
 #
 # Usage: bash bench/run.sh [OUT_DIR]   (default bench/results/<date>-<host>)
 # Env: TLP_BUILD_DIR (default build), TLP_BENCH_MODEL (a tlpd train checkpoint to reuse;
-# default: train the bundled model for 1 epoch first, ~40 s), TLP_BENCH_SECONDS (per load
+# default: the one epoch trained first, ~40 s), TLP_BENCH_SECONDS (per load
 # run, default 10). About 6 minutes on the 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +38,9 @@ export TLP_SOURCE_DIR=$root
 echo "== machine" >&2
 {
   echo "{\"cpu\": \"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)\","
+  echo " \"cpu_model\": $(awk -F: '/^model[[:space:]]*:/ {print $2 + 0; exit}' /proc/cpuinfo),"
+  echo " \"thp\": \"$(grep -o '\[[a-z]*\]' /sys/kernel/mm/transparent_hugepage/enabled | tr -d '[]')\","
+  echo " \"openblas_coretype\": \"${OPENBLAS_CORETYPE:-}\","
   echo " \"cores\": $(nproc), \"memory_gib\": $(awk '/MemTotal/ {printf "%.1f", $2 / 1048576}' /proc/meminfo),"
   echo " \"commit\": \"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\", \"date\": \"$(date -u +%FT%TZ)\"}"
 } > "$out/machine.json"
@@ -46,12 +52,12 @@ echo "== storage_bench" >&2
 "$build/bench/storage_bench" --benchmark_filter='Append/batch:10000/sync:1|RawWriteBatch|Recent' \
   --benchmark_out="$out/storage_bench.json" --benchmark_out_format=json > /dev/null
 
-model=${TLP_BENCH_MODEL:-}
-if [[ -z $model ]]; then
-  echo "== training the bundled model (1 epoch)" >&2
-  model=$work/model.pt
-  "$tlpd" train --data "$data" --epochs 1 --no-eval --out "$model" > "$work/train.log" 2>&1
-fi
+# Training: one epoch of the bundled model; its events/s and the process's minor faults.
+echo "== training the bundled model (1 epoch)" >&2
+/usr/bin/time -f '{"minor_faults": %R, "max_rss_kib": %M, "wall_seconds": %e}' -o "$out/train-rusage.json" \
+  "$tlpd" train --data "$data" --epochs 1 --no-eval --out "$work/model.pt" \
+  --json-out "$out/train.json" > "$work/train.log" 2>&1
+model=${TLP_BENCH_MODEL:-$work/model.pt}
 
 port=$(free_port)
 address=127.0.0.1:$port
@@ -63,6 +69,7 @@ for line in urllib.request.urlopen(sys.argv[1]).read().decode().splitlines():
     "http://127.0.0.1:$metrics_port/metrics"
 }
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+minor_faults() { awk '{print $10}' "/proc/$1/stat"; }  # the process's minflt so far
 # start DATA_DIR [FLAGS...]: a daemon on $address; the streams of the 4-stream run drift apart in event
 # time by up to 4 batches, so lateness is opened wide for every run alike.
 start() {  # DATA_DIR [extra tlpd serve flags]
@@ -103,14 +110,22 @@ for streams in 4 1; do
   done
 done
 
+# faults_during NAME: the daemon's minor faults over the load run that wrote $out/NAME.json.
+faults_before=0
 for concurrency in 1 16 64; do
   echo "== ScoreLinks, concurrency $concurrency" >&2
+  faults_before=$(minor_faults "$daemon")
   "$tlpctl" --address "$address" --json bench --kind score --concurrency "$concurrency" \
     --pairs 10 --duration "$seconds" --pairs-from "$data" > "$out/score-$concurrency.json"
+  echo "{\"minor_faults\": $(( $(minor_faults "$daemon") - faults_before ))}" \
+    > "$out/score-$concurrency-faults.json"
 done
 echo "== TopK over all pages" >&2
+faults_before=$(minor_faults "$daemon")
 "$tlpctl" --address "$address" --json bench --kind topk --concurrency 1 -k 10 \
   --duration "$seconds" --pairs-from "$data" > "$out/topk-1.json"
+echo "{\"minor_faults\": $(( $(minor_faults "$daemon") - faults_before )), \"rss_idle_kib\": $(rss_kib "$daemon")}" \
+  > "$out/topk-1-faults.json"
 stop
 echo "{\"bytes\": $(du -sb "$work/data" | cut -f1)}" > "$out/disk.json"
 

@@ -121,6 +121,15 @@ Metrics::Metrics(const std::string& address)
                                       "memory, by stage: lookup, page_in, page_out, apply, "
                                       "snapshot")
                                 .Register(*registry_)),
+      allocator_freed_bytes(Gauge(*registry_, "tlpd_allocator_freed_bytes",
+                                  "Memory freed by tlpd that the allocator keeps for reuse "
+                                  "instead of returning it to the kernel")),
+      allocator_returns(prometheus::BuildCounter()
+                            .Name("tlpd_allocator_returns_total")
+                            .Help("Times the freed memory held went over --retain-freed-mb and "
+                                  "was returned to the kernel")
+                            .Register(*registry_)
+                            .Add({})),
       kafka_records(prometheus::BuildCounter()
                         .Name("tlpd_kafka_records_total")
                         .Help("Kafka source records by outcome: applied, duplicate, "

@@ -60,6 +60,8 @@ class Metrics {
   prometheus::Gauge& node_memory_resident;
   prometheus::Gauge& node_memory_dirty;
   prometheus::Family<prometheus::Counter>& memory_thread_seconds;  // label stage
+  prometheus::Gauge& allocator_freed_bytes;  // freed memory held for reuse (freed_memory_bound.h)
+  prometheus::Counter& allocator_returns;    // times it went over --retain-freed-mb
   // Kafka source only (series appear once it runs).
   prometheus::Family<prometheus::Counter>& kafka_records;  // label outcome
   prometheus::Family<prometheus::Gauge>& kafka_held_records;

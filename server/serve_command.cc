@@ -67,6 +67,8 @@ Daemon::~Daemon() { Shutdown(0); }
 Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemon) {
   std::unique_ptr<Daemon> result(new Daemon());
   result->impl_ = std::make_unique<Impl>();
+  result->freed_memory_ =
+      std::make_unique<FreedMemoryBound>(options.retain_freed_mb << 20, std::chrono::seconds(1));
   if (!options.metrics_listen.empty()) {
     try {
       result->metrics_ = std::make_unique<Metrics>(options.metrics_listen);
@@ -173,7 +175,7 @@ void Daemon::ExportStats() {
   MemoryCacheStats cache_exported;
   MemoryThreadSeconds thread_exported;
   KafkaSourceStats kafka_exported;
-  uint64_t seal_failures = 0;
+  uint64_t seal_failures = 0, returns_exported = 0;
   while (!impl_->stopping) {
     if (kafka_) ExportKafkaStats(&kafka_exported);
     const storage::StoreStats stats = engine_->store().Stats();
@@ -231,6 +233,10 @@ void Daemon::ExportStats() {
           .Increment(thread.*field - thread_exported.*field);
     }
     thread_exported = thread;
+    metrics.allocator_freed_bytes.Set(static_cast<double>(freed_memory_->held_bytes()));
+    metrics.allocator_returns.Increment(
+        static_cast<double>(freed_memory_->returns() - returns_exported));
+    returns_exported = freed_memory_->returns();
     for (int i = 0; i < 10 && !impl_->stopping; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -331,6 +337,12 @@ void AddServeCommand(CLI::App& app) {
                         "RocksDB's block cache, shared by all column families: table blocks "
                         "read for node memory misses and for neighbour lists beyond their cache"),
       "TLPD_BLOCK_CACHE_MB");
+  FromEnvironment(
+      serve->add_option("--retain-freed-mb", options.retain_freed_mb,
+                        "Freed memory the allocator keeps for reuse (checked every second); "
+                        "above it, all of it goes back to the kernel. Kept pages spare training "
+                        "steps and requests the page faults of fresh memory"),
+      "TLPD_RETAIN_FREED_MB");
   FromEnvironment(
       serve->add_option_function<size_t>(
           "--node-memory-cache-mb",

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "server/engine.h"
+#include "server/freed_memory_bound.h"
 #include "server/ingest_writer.h"
 #include "server/kafka_source.h"
 #include "server/metrics.h"
@@ -31,6 +32,8 @@ struct ServeOptions {
   SecurityOptions security;
   // With kafka.brokers set, the events come from Kafka and gRPC ingest is refused.
   KafkaSourceOptions kafka;
+  // Freed memory the allocator may keep for reuse before it goes back to the kernel.
+  size_t retain_freed_mb = 256;
 };
 
 // A running daemon: engine, gRPC server (tlp.v1 + health + reflection) and metrics. The gRPC
@@ -52,6 +55,7 @@ class Daemon {
   void ExportStats();
   // The Kafka source's part of ExportStats; `previous` holds the counts already exported.
   void ExportKafkaStats(KafkaSourceStats* previous);
+  std::unique_ptr<FreedMemoryBound> freed_memory_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ScoreBatcher> batcher_;

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
 
 #include "common/stopwatch.h"
+#include "server/link_ranker.h"
 #include "server/request_validation.h"
 
 namespace tlp::server {
@@ -261,40 +261,22 @@ grpc::Status TemporalLinkService::HandleTopK(grpc::ServerContext* context,
   if (!std::isfinite(request->at()) || request->at() < 0) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "field 'at' must be finite and >= 0"};
   }
-  std::vector<uint64_t> candidates(request->candidates().begin(), request->candidates().end());
-  if (candidates.empty()) candidates = engine->KnownDestinations();
-  if (request->exclude_seen()) {
-    // The whole history before `at`: the node's degree bounds it (and the buffer it needs).
-    std::vector<storage::Neighbor> history;
-    const uint64_t degree = engine->store().neighbors().Degree(request->src());
-    Status status = engine->store().neighbors().Recent(request->src(),
-                                                       request->at() > 0 ? request->at() : INFINITY,
-                                                       std::max<uint64_t>(degree, 1), &history);
-    if (!status.ok()) return ToGrpc(status);
-    std::unordered_set<uint64_t> seen;
-    for (const auto& neighbor : history) seen.insert(neighbor.node);
-    std::erase_if(candidates, [&](uint64_t node) { return seen.contains(node); });
-  }
-  std::vector<LinkQuery> queries;
-  queries.reserve(candidates.size());
-  for (uint64_t candidate : candidates)
-    queries.push_back({request->src(), candidate, request->at()});
-  std::vector<LinkScore> scores;
-  for (size_t begin = 0; begin < queries.size(); begin += limits_.max_score_pairs) {
-    std::vector<LinkScore> part;
-    const size_t size = std::min(limits_.max_score_pairs, queries.size() - begin);
-    Status status = Score(std::span(queries).subspan(begin, size), &part, context->deadline());
-    if (!status.ok()) return ToGrpc(status);
-    scores.insert(scores.end(), part.begin(), part.end());
-  }
-  const size_t keep = std::min<size_t>(request->k(), scores.size());
-  std::partial_sort(scores.begin(), scores.begin() + keep, scores.end(),
-                    [](const LinkScore& a, const LinkScore& b) {
-                      // Ties by id: the result must not depend on the candidates' order.
-                      return a.logit > b.logit || (a.logit == b.logit && a.query.dst < b.query.dst);
-                    });
-  for (size_t i = 0; i < keep; ++i) FillScore(scores[i], response->add_results());
-  response->set_candidates_scored(static_cast<uint32_t>(scores.size()));
+  RankQuery query{request->src(),
+                  request->at(),
+                  request->k(),
+                  {request->candidates().begin(), request->candidates().end()},
+                  request->exclude_seen()};
+  RankResult ranked;
+  Status status = LinkRanker(*engine, limits_.max_score_pairs)
+                      .Rank(
+                          query,
+                          [&](std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
+                            return Score(queries, scores, context->deadline());
+                          },
+                          &ranked);
+  if (!status.ok()) return ToGrpc(status);
+  for (const LinkScore& score : ranked.top) FillScore(score, response->add_results());
+  response->set_candidates_scored(static_cast<uint32_t>(ranked.candidates_scored));
   return grpc::Status::OK;
 }
 

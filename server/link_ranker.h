@@ -1,0 +1,51 @@
+// LinkRanker: TopK's logic, the same for the gRPC service and the in-process evaluation.
+//
+// Ranks destination candidates for one source at one time by the model's logit: the default
+// candidates are every node the engine has seen as a destination; `exclude_seen` drops every
+// destination the source met before `at`; candidates are scored in chunks of at most
+// `max_score_pairs` through the caller's scoring function (the service's batcher, or the engine
+// directly); ties are broken by node id so the result does not depend on the candidates' order.
+//
+// Errors: the scoring function's or the store's Status, unchanged.
+// Thread contract: Rank is const and may run on any number of threads at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "server/engine.h"
+
+namespace tlp::server {
+
+struct RankQuery {
+  uint64_t src = 0;
+  double at = 0;                     // 0 = now
+  uint32_t k = 10;                   // results kept, best first
+  std::vector<uint64_t> candidates;  // empty = every destination seen so far
+  bool exclude_seen = false;
+};
+
+struct RankResult {
+  std::vector<LinkScore> top;  // at most k, best first
+  size_t candidates_scored = 0;
+};
+
+using ScoreFunction = std::function<Status(std::span<const LinkQuery>, std::vector<LinkScore>*)>;
+
+class LinkRanker {
+ public:
+  // `engine` must outlive the ranker.
+  LinkRanker(const Engine& engine, size_t max_score_pairs)
+      : engine_(engine), max_score_pairs_(max_score_pairs) {}
+
+  Status Rank(const RankQuery& query, const ScoreFunction& score, RankResult* result) const;
+
+ private:
+  const Engine& engine_;
+  size_t max_score_pairs_;
+};
+
+}  // namespace tlp::server
