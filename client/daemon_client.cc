@@ -139,4 +139,20 @@ Status DaemonClient::Score(std::span<const PairQuery> queries, std::vector<PairS
   return Status::Ok();
 }
 
+Status DaemonClient::TopK(uint64_t src, double at, uint32_t k,
+                          std::vector<RankedDestination>* ranked) {
+  tlp::v1::TopKRequest request;
+  request.set_src(src);
+  request.set_at(at);
+  request.set_k(k);
+  grpc::ClientContext context;
+  Prepare(&context);
+  tlp::v1::TopKResponse response;
+  Status status = FromGrpc(stub_->TopK(&context, request, &response));
+  if (!status.ok()) return status;
+  ranked->clear();
+  for (const auto& result : response.results()) ranked->push_back({result.dst(), result.logit()});
+  return Status::Ok();
+}
+
 }  // namespace tlp::client

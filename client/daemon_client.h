@@ -43,6 +43,7 @@ class DaemonClient : public ReplayTarget {
   // ReplayTarget
   Status Ingest(const EventBatch& events, uint64_t first, uint64_t* last_sequence) override;
   Status Score(std::span<const PairQuery> queries, std::vector<PairScore>* scores) override;
+  Status TopK(uint64_t src, double at, uint32_t k, std::vector<RankedDestination>* ranked) override;
 
   // A context carrying the deadline and the token, for calls made on stub() directly.
   void Prepare(grpc::ClientContext* context) const;

@@ -460,6 +460,9 @@ int main(int argc, char** argv) {
                    "Test positives ranked against sampled negatives for MRR (0 = skip)");
   eval->add_option("--mrr-negatives", eval_settings.replay.mrr_negatives,
                    "Negatives per MRR query");
+  eval->add_option("--ranking-queries", eval_settings.replay.ranking_queries,
+                   "Test positives ranked one-vs-all by TopK and the built-in baselines "
+                   "(-1 = all, 0 = none)");
   eval->add_option("--plot", eval_settings.plot,
                    "Also write an SVG: score distribution and representation norm vs degree");
   eval->add_option("--json-out", eval_settings.json_out, "Also write the figures as JSON");

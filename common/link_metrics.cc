@@ -66,6 +66,34 @@ double TieAwareRank(float positive, std::span<const float> negatives) {
   return 0.5 * (greater + greater_or_equal) + 1.0;
 }
 
+double TieAwareRankAmong(std::span<const double> scores, size_t target) {
+  double greater = 0, equal = 0;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    greater += scores[i] > scores[target];
+    equal += i != target && scores[i] == scores[target];
+  }
+  return 1.0 + greater + 0.5 * equal;
+}
+
+void RankingAccumulator::Add(double rank) {
+  ++queries_;
+  if (rank < 1) return;
+  reciprocal_sum_ += 1.0 / rank;
+  hits_at_1_ += rank <= 1;
+  hits_at_10_ += rank <= 10;
+}
+
+RankingFigures RankingAccumulator::Finish() const {
+  RankingFigures figures;
+  figures.queries = queries_;
+  if (queries_ == 0) return figures;
+  const auto n = static_cast<double>(queries_);
+  figures.mrr = reciprocal_sum_ / n;
+  figures.hits_at_1 = static_cast<double>(hits_at_1_) / n;
+  figures.hits_at_10 = static_cast<double>(hits_at_10_) / n;
+  return figures;
+}
+
 MeanStd Summarize(std::span<const double> values) {
   MeanStd result;
   if (values.empty()) return result;

@@ -17,6 +17,26 @@ double RocAuc(std::span<const float> scores, std::span<const int> labels);
 // TGB-style rank of a positive among negatives: 0.5 (#neg > pos + #neg >= pos) + 1; the
 // optimistic and pessimistic ranks averaged so ties neither help nor hurt.
 double TieAwareRank(float positive, std::span<const float> negatives);
+// The same rank of scores[target] among all the other scores.
+double TieAwareRankAmong(std::span<const double> scores, size_t target);
+
+// One-vs-all ranking figures: the true destination's rank among every candidate.
+struct RankingFigures {
+  double mrr = 0, hits_at_1 = 0, hits_at_10 = 0;
+  int64_t queries = 0;
+};
+
+class RankingAccumulator {
+ public:
+  // A query's tie-aware rank (1 = first); 0 = not ranked at all (the destination was no
+  // candidate, or fell beyond the ranks returned), which counts as reciprocal rank 0.
+  void Add(double rank);
+  RankingFigures Finish() const;
+
+ private:
+  double reciprocal_sum_ = 0;
+  int64_t hits_at_1_ = 0, hits_at_10_ = 0, queries_ = 0;
+};
 
 // Mean and (sample) standard deviation of a series; std = 0 for fewer than two values.
 struct MeanStd {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/link_metrics.h"
@@ -51,6 +52,26 @@ Status RunReplayEvaluation(const EventBatch& stream, const ReplayOptions& option
   report->test_events = stream.size() - history;
   const Stopwatch watch;
 
+  // Baselines: EdgeBank's window is the test period's length, popularity's half-life a tenth
+  // of it; both follow from the split, nothing is tuned per data set.
+  const double test_span = std::max(stream.ts.back() - test_time, 1.0);
+  report->baseline_options = {.window_seconds = test_span, .half_life_seconds = test_span / 10};
+  LinkBaselines baselines(report->baseline_options);
+  size_t observed = 0;  // events [0, observed) are in `baselines`
+  // The target's default TopK candidates: every destination it holds, in order of arrival.
+  std::vector<uint64_t> candidates;
+  std::unordered_map<uint64_t, size_t> candidate_position;
+  auto ingested = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      if (candidate_position.emplace(stream.dst[i], candidates.size()).second)
+        candidates.push_back(stream.dst[i]);
+    }
+  };
+  RankingAccumulator model_ranking, baseline_ranking[kBaselines];
+  std::vector<RankedDestination> top;
+  std::vector<double> baseline_scores;
+  double candidates_sum = 0;
+
   // What the target has seen, for negatives: destinations and edges.
   std::vector<uint64_t> destinations, edges_src, edges_dst;
   std::unordered_set<uint64_t> known_destinations, known_edges;
@@ -70,6 +91,7 @@ Status RunReplayEvaluation(const EventBatch& stream, const ReplayOptions& option
     Status status = target.Ingest(slice, begin, &last_sequence);
     if (!status.ok()) return status;
     for (size_t i = begin; i < end; ++i) remember(i);
+    ingested(begin, end);
     if (options.progress) options.progress(end, stream.size());
   }
   if (last_sequence != history) {
@@ -97,6 +119,7 @@ Status RunReplayEvaluation(const EventBatch& stream, const ReplayOptions& option
       Slice(stream, begin, end - 1, &slice);
       Status status = target.Ingest(slice, begin, &last_sequence);
       if (!status.ok()) return status;
+      ingested(begin, end - 1);
     }
     batch_edges.clear();
     for (size_t i = begin; i < end; ++i) batch_edges.insert(EdgeKey(stream.src[i], stream.dst[i]));
@@ -156,9 +179,50 @@ Status RunReplayEvaluation(const EventBatch& stream, const ReplayOptions& option
     }
     report->mrr_queries += static_cast<int64_t>(ranked);
 
+    const int64_t ranking_done = model_ranking.Finish().queries;
+    const auto one_vs_all = static_cast<size_t>(
+        std::clamp<int64_t>(options.ranking_queries < 0 ? static_cast<int64_t>(count)
+                                                        : options.ranking_queries - ranking_done,
+                            0, static_cast<int64_t>(count)));
+    for (size_t i = begin; i < begin + one_vs_all; ++i) {
+      for (; observed < i && stream.ts[observed] < stream.ts[i]; ++observed) {
+        baselines.Observe(stream.src[observed], stream.dst[observed], stream.ts[observed]);
+      }
+      const auto candidate_of = candidate_position.find(stream.dst[i]);
+      if (candidate_of == candidate_position.end()) {
+        ++report->unrankable;
+        model_ranking.Add(0);
+        for (auto& accumulator : baseline_ranking) accumulator.Add(0);
+        continue;
+      }
+      candidates_sum += static_cast<double>(candidates.size());
+      const Stopwatch topk_watch;
+      Status status = target.TopK(stream.src[i], stream.ts[i], options.ranking_k, &top);
+      if (!status.ok()) return status;
+      report->ranking_seconds += topk_watch.Seconds();
+      double rank = 0;
+      for (const RankedDestination& candidate : top) {
+        if (candidate.dst != stream.dst[i]) continue;
+        double greater = 0, equal = 0;
+        for (const RankedDestination& other : top) {
+          greater += other.logit > candidate.logit;
+          equal += other.dst != candidate.dst && other.logit == candidate.logit;
+        }
+        rank = 1 + greater + 0.5 * equal;
+        break;
+      }
+      model_ranking.Add(rank);
+      for (int b = 0; b < kBaselines; ++b) {
+        baselines.Score(static_cast<Baseline>(b), stream.src[i], stream.ts[i], candidates,
+                        &baseline_scores);
+        baseline_ranking[b].Add(TieAwareRankAmong(baseline_scores, candidate_of->second));
+      }
+    }
+
     Slice(stream, end - 1, end, &slice);
     Status status = target.Ingest(slice, end - 1, &last_sequence);
     if (!status.ok()) return status;
+    ingested(end - 1, end);
     for (size_t i = begin; i < end; ++i) remember(i);
     if (options.progress) options.progress(end, stream.size());
     begin = end;
@@ -167,6 +231,11 @@ Status RunReplayEvaluation(const EventBatch& stream, const ReplayOptions& option
   report->historical = historical_figures.Finish();
   report->mrr =
       report->mrr_queries > 0 ? reciprocal_rank_sum / static_cast<double>(report->mrr_queries) : 0;
+  report->ranking = model_ranking.Finish();
+  for (int b = 0; b < kBaselines; ++b) report->baselines[b] = baseline_ranking[b].Finish();
+  const int64_t ranked_queries = report->ranking.queries - report->unrankable;
+  report->candidates_mean =
+      ranked_queries > 0 ? candidates_sum / static_cast<double>(ranked_queries) : 0;
   report->mean_representation_norm =
       report->test_events > 0 ? norm_sum / (2.0 * static_cast<double>(report->test_events)) : 0;
   report->seconds = watch.Seconds();
@@ -190,7 +259,26 @@ std::string FormatReplayReport(const ReplayReport& report) {
       report.historical.pooled_ap, report.historical.pooled_auc, report.mrr,
       static_cast<long long>(report.mrr_queries), report.mean_representation_norm, report.seconds,
       report.scored_pairs_per_second);
-  return buffer;
+  std::string text = buffer;
+  if (report.ranking.queries == 0) return text;
+  std::snprintf(buffer, sizeof(buffer),
+                "one-vs-all ranking: %lld queries, %.0f candidates each on average (every "
+                "destination seen so far), %lld unrankable (destination new); TopK %.1f s\n"
+                "%-20s %8s %8s %8s\n",
+                static_cast<long long>(report.ranking.queries), report.candidates_mean,
+                static_cast<long long>(report.unrankable), report.ranking_seconds, "method", "MRR",
+                "Hits@1", "Hits@10");
+  text += buffer;
+  auto row = [&](const char* name, const RankingFigures& f) {
+    std::snprintf(buffer, sizeof(buffer), "%-20s %8.4f %8.4f %8.4f\n", name, f.mrr, f.hits_at_1,
+                  f.hits_at_10);
+    text += buffer;
+  };
+  row("model (TopK)", report.ranking);
+  for (int b = 0; b < kBaselines; ++b) {
+    row(BaselineName(static_cast<Baseline>(b)), report.baselines[b]);
+  }
+  return text;
 }
 
 std::string ReplayReportJson(const ReplayReport& report) {
@@ -201,12 +289,29 @@ std::string ReplayReportJson(const ReplayReport& report) {
                           {"pooled_auc", f.pooled_auc},
                           {"positives", f.positives}};
   };
+  auto ranking = [](const RankingFigures& f) {
+    return nlohmann::json{{"mrr", f.mrr},
+                          {"hits_at_1", f.hits_at_1},
+                          {"hits_at_10", f.hits_at_10},
+                          {"queries", f.queries}};
+  };
+  nlohmann::json baselines;
+  for (int b = 0; b < kBaselines; ++b) {
+    baselines[BaselineName(static_cast<Baseline>(b))] = ranking(report.baselines[b]);
+  }
   return nlohmann::json{{"history_events", report.history_events},
                         {"test_events", report.test_events},
                         {"random", figures(report.random)},
                         {"historical", figures(report.historical)},
                         {"mrr", report.mrr},
                         {"mrr_queries", report.mrr_queries},
+                        {"ranking", ranking(report.ranking)},
+                        {"baselines", baselines},
+                        {"ranking_unrankable", report.unrankable},
+                        {"ranking_candidates_mean", report.candidates_mean},
+                        {"ranking_seconds", report.ranking_seconds},
+                        {"baseline_window_seconds", report.baseline_options.window_seconds},
+                        {"baseline_half_life_seconds", report.baseline_options.half_life_seconds},
                         {"mean_representation_norm", report.mean_representation_norm},
                         {"seconds", report.seconds},
                         {"scored_pairs_per_second", report.scored_pairs_per_second}}

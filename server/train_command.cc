@@ -14,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/training.h"
 #include "server/engine.h"
+#include "server/link_ranker.h"
 
 namespace tlp::server {
 namespace {
@@ -28,6 +29,7 @@ struct TrainSettings {
   int threads = 2;
   bool evaluate = true;
   bool replay = false;
+  int64_t ranking_queries = -1;  // --replay: test positives ranked one-vs-all (-1 = all)
 };
 
 nlohmann::json FiguresJson(const LinkFigures& figures) {
@@ -182,8 +184,29 @@ class EngineReplayTarget : public ReplayTarget {
     }
     return Status::Ok();
   }
+  Status TopK(uint64_t src, double at, uint32_t k,
+              std::vector<RankedDestination>* ranked) override {
+    RankQuery query;
+    query.src = src;
+    query.at = at;
+    query.k = k;
+    RankResult result;
+    Status status =
+        LinkRanker(engine_, kMaxScorePairs)
+            .Rank(
+                query,
+                [&](std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
+                  return engine_.Score(queries, scores);
+                },
+                &result);
+    if (!status.ok()) return status;
+    ranked->clear();
+    for (const LinkScore& score : result.top) ranked->push_back({score.query.dst, score.logit});
+    return Status::Ok();
+  }
 
  private:
+  static constexpr size_t kMaxScorePairs = 10000;  // the daemon's default ScoreLinks limit
   Engine& engine_;
   std::string id_prefix_;
   EventBatch batch_;
@@ -219,6 +242,7 @@ int RunReplayEval(const TrainSettings& s) {
       replay.seed = s.options.seed;
       replay.mrr_queries = s.options.mrr_queries;
       replay.mrr_negatives = s.options.mrr_negatives;
+      replay.ranking_queries = s.ranking_queries;
       status = RunReplayEvaluation(stream, replay, target, &report);
     }
   }
@@ -321,6 +345,9 @@ void AddTrainCommands(CLI::App& app) {
   eval->add_flag("--replay", eval_settings.replay,
                  "Replay protocol (as `tlpctl eval` through a daemon) on a fresh engine in a "
                  "temporary data directory, instead of the offline TGN protocol");
+  eval->add_option("--ranking-queries", eval_settings.ranking_queries,
+                   "With --replay: test positives ranked one-vs-all by TopK and the baselines "
+                   "(-1 = all, 0 = none)");
   eval->add_flag("--probe", eval_settings.options.probe,
                  "Fit the degree probe (log(1 + degree) from embeddings; on by default)");
   eval->callback([] { std::exit(RunEval(eval_settings)); });

@@ -245,28 +245,37 @@ TEST_F(DaemonProcessTest, TlpctlEvalThroughTheDaemonMatchesTlpdEvalReplay) {
   }
   const std::string offline = (dir_ / "offline.json").string();
   const std::string served = (dir_ / "served.json").string();
-  const std::string in_process = std::string(TLPD_BINARY) + " eval --replay --data " +
-                                 stream.string() + " --checkpoint " + (dir_ / "model.pt").string() +
-                                 " --threads 1 --mrr-queries 200 --json-out " + offline + " >>" +
-                                 (dir_ / "eval.log").string() + " 2>&1";
+  const std::string in_process =
+      std::string(TLPD_BINARY) + " eval --replay --data " + stream.string() + " --checkpoint " +
+      (dir_ / "model.pt").string() +
+      " --threads 1 --mrr-queries 200 --ranking-queries 300 --json-out " + offline + " >>" +
+      (dir_ / "eval.log").string() + " 2>&1";
   ASSERT_EQ(std::system(in_process.c_str()), 0) << in_process;
 
   DaemonProcess daemon(dir_, port_, metrics_port_);
   ASSERT_TRUE(daemon.WaitServing());
   const std::string through_daemon =
       std::string(TLPCTL_BINARY) + " --address 127.0.0.1:" + std::to_string(port_) + " eval " +
-      stream.string() + " --mrr-queries 200 --plot " + (dir_ / "eval.svg").string() +
-      " --json-out " + served + " >>" + (dir_ / "eval.log").string() + " 2>&1";
+      stream.string() + " --mrr-queries 200 --ranking-queries 300 --plot " +
+      (dir_ / "eval.svg").string() + " --json-out " + served + " >>" +
+      (dir_ / "eval.log").string() + " 2>&1";
   ASSERT_EQ(std::system(through_daemon.c_str()), 0) << through_daemon;
 
   for (const char* figure :
        {"/random/ap", "/random/auc", "/historical/ap", "/historical/pooled_auc", "/mrr",
-        "/mean_representation_norm", "/test_events"}) {
+        "/mean_representation_norm", "/test_events", "/ranking/mrr", "/ranking/hits_at_10",
+        "/ranking_unrankable", "/baselines/edgebank/mrr", "/baselines/recency_popularity/mrr",
+        "/baselines/popularity/hits_at_10"}) {
     EXPECT_NEAR(JsonNumber(served, figure), JsonNumber(offline, figure), 1e-9) << figure;
   }
   // The figures are real ones, not a degenerate constant.
   EXPECT_GT(JsonNumber(served, "/random/ap"), 0.5);
   EXPECT_GT(JsonNumber(served, "/test_events"), 1000);
+  // One-vs-all through TopK: the queries asked for, ranked among many candidates.
+  EXPECT_EQ(JsonNumber(served, "/ranking/queries"), 300);
+  EXPECT_GT(JsonNumber(served, "/ranking_candidates_mean"), 10);
+  EXPECT_GT(JsonNumber(served, "/ranking/mrr"), 0);
+  EXPECT_GT(JsonNumber(served, "/baselines/recency_popularity/mrr"), 0);
 
   // A second evaluation against the same daemon is refused: it has seen the test period.
   const std::string again =

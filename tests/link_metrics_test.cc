@@ -26,6 +26,27 @@ TEST(LinkMetrics, TiesAreNeitherRewardedNorPunished) {
   EXPECT_TRUE(std::isnan(AveragePrecision(scores, std::vector<int>{1, 1, 1, 1})));
 }
 
+TEST(LinkMetrics, TieAwareRankAmongCountsTiesHalfAndSkipsItself) {
+  const std::vector<double> scores = {0.2, 0.9, 0.5, 0.5, 0.1};
+  EXPECT_DOUBLE_EQ(TieAwareRankAmong(scores, 1), 1.0);
+  EXPECT_DOUBLE_EQ(TieAwareRankAmong(scores, 2), 2.5);  // one above, one tie
+  EXPECT_DOUBLE_EQ(TieAwareRankAmong(scores, 4), 5.0);
+}
+
+TEST(LinkMetrics, RankingAccumulatorGivesMrrAndHits) {
+  RankingAccumulator accumulator;
+  accumulator.Add(1);   // hit at 1 and 10
+  accumulator.Add(4);   // hit at 10
+  accumulator.Add(20);  // neither
+  accumulator.Add(0);   // not ranked: reciprocal rank 0
+  const RankingFigures figures = accumulator.Finish();
+  EXPECT_EQ(figures.queries, 4);
+  EXPECT_DOUBLE_EQ(figures.mrr, (1.0 + 0.25 + 0.05) / 4);
+  EXPECT_DOUBLE_EQ(figures.hits_at_1, 0.25);
+  EXPECT_DOUBLE_EQ(figures.hits_at_10, 0.5);
+  EXPECT_EQ(RankingAccumulator().Finish().mrr, 0);
+}
+
 TEST(LinkMetrics, SummarizeGivesSampleStd) {
   const std::vector<double> values = {1.0, 2.0, 3.0};
   EXPECT_DOUBLE_EQ(Summarize(values).mean, 2.0);
