@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <numeric>
 #include <random>
 
 #include "common/allocator_tuning.h"
@@ -66,6 +67,9 @@ void BM_ScorePairs(benchmark::State& state) {
   std::mt19937_64 random(1);
   std::vector<int64_t> nodes(2 * pairs);
   std::vector<double> times(2 * pairs, fixture.dataset.ts.back() + 1.0);
+  std::vector<int64_t> sources(pairs), destinations(pairs);
+  std::iota(sources.begin(), sources.end(), 0);
+  std::iota(destinations.begin(), destinations.end(), pairs);
   torch::NoGradGuard no_grad;
   for (auto _ : state) {
     for (int64_t i = 0; i < pairs; ++i) {
@@ -74,7 +78,7 @@ void BM_ScorePairs(benchmark::State& state) {
     }
     const torch::Tensor z = fixture.model->Embed(nodes, times, fixture.adjacency).vectors;
     const torch::Tensor logits =
-        fixture.model->Predict(z.narrow(0, 0, pairs), z.narrow(0, pairs, pairs));
+        fixture.model->PredictLinks(z, nodes, times, sources, destinations, fixture.adjacency);
     benchmark::DoNotOptimize(logits.cpu().data_ptr<float>());
   }
   state.counters["pairs_per_s"] = benchmark::Counter(

@@ -22,17 +22,18 @@ constexpr int64_t kFormatVersion = 1;
 }  // namespace
 
 std::string ConfigToJson(const ModelConfig& config) {
-  char json[512];
+  char json[600];
   std::snprintf(
       json, sizeof(json),
       "{\"architecture\": \"%s\", \"memory_dim\": %lld, \"time_dim\": %lld, "
       "\"embedding_dim\": %lld, \"edge_feature_dim\": %lld, \"heads\": %lld, "
-      "\"layers\": %lld, \"neighbors\": %lld, \"attention_p\": %.17g, \"dropout\": %.17g}",
+      "\"layers\": %lld, \"neighbors\": %lld, \"attention_p\": %.17g, \"dropout\": %.17g, "
+      "\"pair_neighbors\": %lld}",
       config.architecture.c_str(), static_cast<long long>(config.memory_dim),
       static_cast<long long>(config.time_dim), static_cast<long long>(config.embedding_dim),
       static_cast<long long>(config.edge_feature_dim), static_cast<long long>(config.heads),
       static_cast<long long>(config.layers), static_cast<long long>(config.neighbors),
-      config.attention_p, config.dropout);
+      config.attention_p, config.dropout, static_cast<long long>(config.pair_neighbors));
   return json;
 }
 
@@ -65,6 +66,7 @@ Status SaveCheckpoint(const std::string& path, TemporalLinkModel& model) {
     archive.write("neighbors", c10::IValue(config.neighbors));
     archive.write("attention_p", c10::IValue(config.attention_p));
     archive.write("dropout", c10::IValue(config.dropout));
+    archive.write("pair_neighbors", c10::IValue(config.pair_neighbors));
     archive.write("fingerprint", c10::IValue(ModelFingerprint(model)));
     torch::serialize::OutputArchive parameters;
     for (const auto& named : model->named_parameters()) {
@@ -112,6 +114,8 @@ Status LoadCheckpoint(const std::string& path, const torch::Device& device,
     config.attention_p = value.toDouble();
     archive.read("dropout", value);
     config.dropout = value.toDouble();
+    // Absent from checkpoints made before pair evidence existed: those models have none.
+    if (archive.try_read("pair_neighbors", value)) config.pair_neighbors = value.toInt();
     archive.read("fingerprint", value);
     const std::string stored_fingerprint = value.toStringRef();
 

@@ -61,4 +61,11 @@ int64_t TemporalAdjacency::DegreeBefore(int64_t node, double time) const {
          entries.begin();
 }
 
+void NeighborSampler::SamplePartners(std::span<const int64_t> nodes, std::span<const double> times,
+                                     int64_t k, NeighborBlock* out,
+                                     std::vector<int64_t>* keys) const {
+  Sample(nodes, times, k, out);
+  keys->assign(nodes.begin(), nodes.end());
+}
+
 }  // namespace tlp::model

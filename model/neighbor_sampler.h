@@ -30,6 +30,12 @@ class NeighborSampler {
   // Fills `out` with the k most recent neighbours of nodes[i] strictly before times[i].
   virtual void Sample(std::span<const int64_t> nodes, std::span<const double> times, int64_t k,
                       NeighborBlock* out) const = 0;
+  // The same neighbours by identity only, for pair evidence: out->nodes and *keys (one per
+  // query node) hold keys that are equal exactly when the nodes are (a key < 0 matches
+  // nothing). Nothing else is loaded; out->features stays empty. This default uses Sample and
+  // the indices themselves.
+  virtual void SamplePartners(std::span<const int64_t> nodes, std::span<const double> times,
+                              int64_t k, NeighborBlock* out, std::vector<int64_t>* keys) const;
 };
 
 // In-memory, append-only temporal adjacency (both directions of every event), for training

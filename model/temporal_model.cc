@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "common/huge_pages.h"
+#include "model/pair_evidence.h"
 #include "model/time_encoding_kernel.h"
 
 namespace tlp::model {
@@ -32,6 +33,8 @@ std::string ModelConfig::ToString() const {
       << " embedding_dim=" << embedding_dim << " edge_feature_dim=" << edge_feature_dim
       << " heads=" << heads << " layers=" << layers << " neighbors=" << neighbors
       << " attention_p=" << attention_p << " dropout=" << dropout;
+  // Only when set, so that the fingerprints of models without it stay what they were.
+  if (pair_neighbors > 0) out << " pair_neighbors=" << pair_neighbors;
   return out.str();
 }
 
@@ -95,8 +98,15 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
         "merge" + std::to_string(layer),
         MergeMlp(config.embedding_dim, input_dim, config.embedding_dim, config.embedding_dim)));
   }
-  predictor_ = register_module(
-      "predictor", MergeMlp(config.embedding_dim, config.embedding_dim, config.embedding_dim, 1));
+  if (config.pair_neighbors < 0) throw std::invalid_argument("pair_neighbors must be >= 0");
+  // With pair evidence the destination side carries it: [z_dst, relu(W f)].
+  const int64_t right_dim = config.embedding_dim * (config.pair_neighbors > 0 ? 2 : 1);
+  if (config.pair_neighbors > 0) {
+    pair_encoder_ =
+        register_module("pair_encoder", torch::nn::Linear(kPairFeatures, config.embedding_dim));
+  }
+  predictor_ = register_module("predictor",
+                               MergeMlp(config.embedding_dim, right_dim, config.embedding_dim, 1));
   ResetMemory();
 }
 
@@ -280,9 +290,31 @@ Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
   return result;
 }
 
-torch::Tensor TemporalLinkModelImpl::Predict(const torch::Tensor& src_embeddings,
-                                             const torch::Tensor& dst_embeddings) {
-  return predictor_(src_embeddings, dst_embeddings).squeeze(-1);
+torch::Tensor TemporalLinkModelImpl::PredictLinks(const torch::Tensor& embeddings,
+                                                  std::span<const int64_t> nodes,
+                                                  std::span<const double> times,
+                                                  std::span<const int64_t> src_positions,
+                                                  std::span<const int64_t> dst_positions,
+                                                  const NeighborSampler& sampler) {
+  if (src_positions.size() != dst_positions.size() || nodes.size() != times.size()) {
+    throw std::invalid_argument("PredictLinks: spans of different lengths");
+  }
+  const torch::Tensor src = embeddings.index_select(0, IndexTensor(src_positions));
+  torch::Tensor dst = embeddings.index_select(0, IndexTensor(dst_positions));
+  if (config_.pair_neighbors > 0) {
+    thread_local NeighborBlock lists;
+    thread_local std::vector<int64_t> keys;
+    thread_local std::vector<float> evidence;
+    sampler.SamplePartners(nodes, times, config_.pair_neighbors, &lists, &keys);
+    ComputePairEvidence(lists, keys, times, src_positions, dst_positions, &evidence);
+    const torch::Tensor features =
+        torch::from_blob(evidence.data(),
+                         {static_cast<int64_t>(src_positions.size()), kPairFeatures},
+                         torch::kFloat32)
+            .to(device(), /*non_blocking=*/false, /*copy=*/true);
+    dst = torch::cat({dst, torch::relu(pair_encoder_(features))}, 1);
+  }
+  return predictor_(src, dst).squeeze(-1);
 }
 
 void TemporalLinkModelImpl::ApplyEvents(std::span<const int64_t> src, std::span<const int64_t> dst,

@@ -31,6 +31,9 @@ struct ModelConfig {
   int64_t neighbors = 10;    // k most recent neighbours per node
   double attention_p = 1.1;  // MAA exponent; 1 = softmax
   double dropout = 0.1;
+  // > 0: the predictor also sees pair evidence (model/pair_evidence.h) from each endpoint's
+  // this many most recent interactions; 0 = embeddings alone.
+  int64_t pair_neighbors = 0;
 
   bool has_memory() const { return architecture == "tgn"; }
   // One line, stable order; part of the fingerprint.
@@ -79,8 +82,14 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   // std::invalid_argument when the spans differ in length.
   Embeddings Embed(std::span<const int64_t> nodes, std::span<const double> times,
                    const NeighborSampler& sampler);
-  // Logits of links (z_src, z_dst): [B]
-  torch::Tensor Predict(const torch::Tensor& src_embeddings, const torch::Tensor& dst_embeddings);
+  // Logits of links between queries of one Embed call: link i joins nodes[src_positions[i]]
+  // and nodes[dst_positions[i]] at times[src_positions[i]]; `embeddings` is Embed's output for
+  // (nodes, times). With pair evidence (config.pair_neighbors > 0) the endpoints' recent
+  // interactions are read from `sampler` too. Returns [links].
+  torch::Tensor PredictLinks(const torch::Tensor& embeddings, std::span<const int64_t> nodes,
+                             std::span<const double> times, std::span<const int64_t> src_positions,
+                             std::span<const int64_t> dst_positions,
+                             const NeighborSampler& sampler);
 
   // Memory state -----------------------------------------------------------------------------
   // Grows node state to hold indices < node_count (new nodes start at zero memory).
@@ -150,6 +159,7 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   std::vector<MassAwareAttention> attention_;
   std::vector<MergeMlp> merge_;
   MergeMlp predictor_{nullptr};
+  torch::nn::Linear pair_encoder_{nullptr};  // pair evidence -> embedding_dim (pair models)
 
   // Node state: not parameters (derived from the event log, checkpointed by the server).
   int64_t node_count_ = 0;

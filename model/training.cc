@@ -20,6 +20,13 @@ std::vector<int64_t> UniqueSorted(std::vector<int64_t> values) {
   return values;
 }
 
+// Positions begin, begin + 1, ..., begin + count - 1 of an Embed call's queries.
+std::vector<int64_t> Positions(int64_t begin, int64_t count) {
+  std::vector<int64_t> positions(static_cast<size_t>(count));
+  std::iota(positions.begin(), positions.end(), begin);
+  return positions;
+}
+
 std::vector<float> ToVector(const torch::Tensor& tensor) {
   const torch::Tensor cpu = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous();
   return {cpu.data_ptr<float>(), cpu.data_ptr<float>() + cpu.numel()};
@@ -223,9 +230,11 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
 
     // z: [3 * count, embedding_dim] = sources, true destinations, negative destinations.
     const torch::Tensor z = model_->Embed(nodes, times, train_adjacency_).vectors;
-    const torch::Tensor source = z.narrow(0, 0, count);
-    const torch::Tensor positive = model_->Predict(source, z.narrow(0, count, count));
-    const torch::Tensor negative = model_->Predict(source, z.narrow(0, 2 * count, count));
+    const std::vector<int64_t> sources = Positions(0, count);
+    const torch::Tensor positive =
+        model_->PredictLinks(z, nodes, times, sources, Positions(count, count), train_adjacency_);
+    const torch::Tensor negative = model_->PredictLinks(
+        z, nodes, times, sources, Positions(2 * count, count), train_adjacency_);
     const torch::Tensor loss =
         torch::binary_cross_entropy_with_logits(positive, torch::ones_like(positive)) +
         torch::binary_cross_entropy_with_logits(negative, torch::zeros_like(negative));
@@ -336,9 +345,10 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
 
     const Embeddings embedded = model_->Embed(nodes, times, full_adjacency_);
     const torch::Tensor& z = embedded.vectors;
-    const torch::Tensor source = z.narrow(0, 0, count);
-    const std::vector<float> positive =
-        ToVector(model_->Predict(source, z.narrow(0, count, count)));
+    auto predict = [&](std::span<const int64_t> src, std::span<const int64_t> dst) {
+      return ToVector(model_->PredictLinks(z, nodes, times, src, dst, full_adjacency_));
+    };
+    const std::vector<float> positive = predict(Positions(0, count), Positions(count, count));
     std::vector<int64_t> new_rows;
     for (int64_t i = 0; i < count; ++i) {
       if (split_.new_node[batch.src[i]] || split_.new_node[batch.dst[i]]) new_rows.push_back(i);
@@ -346,7 +356,7 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
     for (int s = 0; s < strategies; ++s) {
       const int64_t offset = (2 + 2 * s) * count;
       const std::vector<float> negative =
-          ToVector(model_->Predict(z.narrow(0, offset, count), z.narrow(0, offset + count, count)));
+          predict(Positions(offset, count), Positions(offset + count, count));
       result->transductive[s].AddBatch(positive, negative);
       std::vector<float> new_positive, new_negative;
       for (int64_t i : new_rows) {
@@ -357,9 +367,11 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
     }
     if (ranked > 0) {
       const int64_t offset = (2 + 2 * strategies) * count;
+      std::vector<int64_t> repeated_sources;
+      for (int64_t i = 0; i < ranked; ++i)
+        repeated_sources.insert(repeated_sources.end(), mrr_negatives, i);
       const std::vector<float> negative =
-          ToVector(model_->Predict(source.narrow(0, 0, ranked).repeat_interleave(mrr_negatives, 0),
-                                   z.narrow(0, offset, ranked * mrr_negatives)));
+          predict(repeated_sources, Positions(offset, ranked * mrr_negatives));
       for (int64_t i = 0; i < ranked; ++i) {
         result->reciprocal_rank_sum +=
             1.0 / TieAwareRank(positive[i],

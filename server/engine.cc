@@ -20,6 +20,7 @@
 #include "model/checkpoint.h"
 #include "model/neighbor_sampler.h"
 #include "model/temporal_model.h"
+#include "server/store_sampler.h"
 
 namespace tlp::server {
 namespace {
@@ -33,68 +34,6 @@ int64_t SteadyMilliseconds() {
 }  // namespace
 
 std::mutex Engine::model_mutex_;
-
-// Serves the model's neighbour lookups from the store's index: the model asks by row, the store
-// by client id, and neighbours come back as rows (loaded into the cache, in one batch per call).
-// Runs inside Embed, so under model_mutex_.
-class Engine::StoreSampler : public model::NeighborSampler {
- public:
-  explicit StoreSampler(const Engine& engine) : engine_(engine) {}
-
-  void Sample(std::span<const int64_t> rows, std::span<const double> times, int64_t k,
-              model::NeighborBlock* out) const override {
-    thread_local std::vector<uint64_t> ids, neighbor_ids;
-    thread_local std::vector<int64_t> neighbor_rows;
-    thread_local storage::NeighborLists lists;
-    ids.resize(rows.size());
-    // Row 0 (a node the store has never seen) names node 0, which may be a real one: its
-    // neighbours are looked up with the rest but not used.
-    for (size_t i = 0; i < rows.size(); ++i) ids[i] = engine_.cache_->NodeOf(rows[i]);
-    const uint32_t dim = engine_.store_->feature_dim();
-    // The features come whole from the store's lookup below and are taken over, so the block
-    // skips its own [rows x k x dim] zero fill (~7 MB for a TopK over 1,000 Wikipedia pages).
-    out->Reset(static_cast<int64_t>(rows.size()), k, /*edge_feature_dim=*/0);
-    out->feature_dim = dim;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      for (int64_t slot = 0; slot < k; ++slot) out->ts[i * k + slot] = times[i];
-    }
-    Status status = engine_.store_->neighbors().RecentBatch(ids, times, k, &lists);
-    if (!status.ok()) throw std::runtime_error("neighbour lookup failed: " + status.ToString());
-    neighbor_ids.clear();
-    for (size_t i = 0; i < rows.size(); ++i) {
-      if (rows[i] == 0) continue;
-      for (uint32_t slot = 0; slot < lists.counts[i]; ++slot) {
-        neighbor_ids.push_back(lists.neighbors[i * k + slot].node);
-      }
-    }
-    neighbor_rows.resize(neighbor_ids.size());
-    status = engine_.cache_->Rows(neighbor_ids, neighbor_rows);
-    if (!status.ok()) throw std::runtime_error("node memory load failed: " + status.ToString());
-    size_t next = 0;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      if (rows[i] == 0) continue;
-      for (uint32_t slot = 0; slot < lists.counts[i]; ++slot) {
-        const size_t cell = i * k + slot;
-        out->nodes[cell] = neighbor_rows[next++];
-        out->ts[cell] = lists.neighbors[cell].ts;
-        out->valid[cell] = 1;
-      }
-    }
-    // Same layout ([rows x k x dim], 0 on padding): taken over, not copied (~7 MB for a TopK
-    // over 1,000 candidates with Wikipedia's 172 features), but for rows of unknown nodes.
-    if (dim > 0) {
-      out->features.swap(lists.features);
-      for (size_t i = 0; i < rows.size(); ++i) {
-        if (rows[i] == 0) {
-          std::fill_n(out->features.begin() + static_cast<ptrdiff_t>(i * k * dim), k * dim, 0.0f);
-        }
-      }
-    }
-  }
-
- private:
-  const Engine& engine_;
-};
 
 Engine::~Engine() {
   StopMemoryThread();
@@ -167,11 +106,7 @@ std::shared_ptr<const Engine::MemorySnapshot> Engine::TakeMemorySnapshot() {
   // Events applied after this are not in the snapshot; only the memory thread applies events,
   // and it is the caller (or stopped).
   checkpointed_at_events_ = events_applied_;
-  std::shared_lock destinations_lock(destinations_mutex_);
-  snapshot->destinations_from = destinations_written_.load();
-  snapshot->destinations.assign(
-      destinations_.begin() + static_cast<ptrdiff_t>(snapshot->destinations_from),
-      destinations_.end());
+  snapshot->destinations = destinations_.Unwritten(&snapshot->destinations_from);
   memory_thread_seconds_.snapshot += watch.Seconds();
   return snapshot;
 }
@@ -193,7 +128,7 @@ Status Engine::WriteMemorySnapshot(const MemorySnapshot& snapshot) {
       store_->SaveNodeStates(snapshot.memory->states, snapshot.watermark, cursors);
   checkpoint_written_ = status.ok();
   if (!status.ok()) return status;
-  destinations_written_ = snapshot.destinations_from + snapshot.destinations.size();
+  destinations_.MarkWritten(snapshot.destinations_from + snapshot.destinations.size());
   checkpointed_at_ms_ = SteadyMilliseconds();
   spdlog::info("memory checkpoint at sequence {} ({} changed nodes, {:.2f} s)", snapshot.watermark,
                snapshot.memory->states.size(), watch.Seconds());
@@ -227,15 +162,13 @@ Status Engine::LoadMemoryCheckpoint(uint64_t* watermark) {
   Status status =
       store_->ForEachCursor(kDestinationsCursorPrefix, [&](std::string_view, std::string_view ids) {
         if (ids.size() % sizeof(uint64_t) != 0) return Status::Corruption("bad destinations");
-        for (size_t at = 0; at < ids.size(); at += sizeof(uint64_t)) {
-          uint64_t node = 0;
-          std::memcpy(&node, ids.data() + at, sizeof(node));
-          if (is_destination_.insert(node).second) destinations_.push_back(node);
-        }
+        std::vector<uint64_t> nodes(ids.size() / sizeof(uint64_t));
+        std::memcpy(nodes.data(), ids.data(), ids.size());
+        destinations_.Add(nodes);
         return Status::Ok();
       });
   if (!status.ok()) return status;
-  destinations_written_ = destinations_.size();
+  destinations_.MarkWritten(destinations_.size());
   const uint64_t stored_watermark = store_->watermark();
   if (stored_watermark == 0) return Status::Ok();
   std::string model;
@@ -308,7 +241,7 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   const size_t row_bytes = static_cast<size_t>(loaded->config().memory_dim) * sizeof(float) + 80;
   result->cache_ = std::make_unique<NodeMemoryCache>(*result->store_, *result->model_,
                                                      options.node_memory_cache_bytes / row_bytes);
-  result->sampler_ = std::make_unique<StoreSampler>(*result);
+  result->sampler_ = std::make_unique<StoreSampler>(*result->store_, *result->cache_);
 
   // Restore the memory checkpoint, then replay the log after it in sequence-aligned chunks
   // (see engine.h): this thread reads and decodes while the memory thread runs the model.
@@ -411,26 +344,7 @@ void Engine::QueueForMemory(const EventBatch& batch, uint64_t first_sequence,
   }
   const size_t events = work.size();
   if (events == 0) return;
-  {
-    // One exclusive section per batch, and only when it has a new destination: TopK readers
-    // wait at most for one batch's hash lookups.
-    bool any_new = false;
-    {
-      std::shared_lock lock(destinations_mutex_);
-      for (const uint64_t dst : work.dst) {
-        if (!is_destination_.contains(dst)) {
-          any_new = true;
-          break;
-        }
-      }
-    }
-    if (any_new) {
-      std::unique_lock lock(destinations_mutex_);
-      for (const uint64_t dst : work.dst) {
-        if (is_destination_.insert(dst).second) destinations_.push_back(dst);
-      }
-    }
-  }
+  destinations_.Add(work.dst);
   {
     std::unique_lock lock(memory_queue_mutex_);
     memory_room_.wait(lock, [&] {
@@ -695,17 +609,13 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
     for (size_t i = 0; i < known_rows.size(); ++i) rows[known_positions[i]] = known_rows[i];
     torch::NoGradGuard no_grad;
     const model::Embeddings embedded = model_->Embed(rows, times, *sampler_);
-    const torch::Tensor positions =
-        torch::from_blob(endpoint_position.data(), {static_cast<int64_t>(2 * count)}, torch::kInt64)
-            .to(embedded.vectors.device());
-    const torch::Tensor src_positions = positions.narrow(0, 0, static_cast<int64_t>(count));
-    const torch::Tensor dst_positions =
-        positions.narrow(0, static_cast<int64_t>(count), static_cast<int64_t>(count));
-    const torch::Tensor logits = model_
-                                     ->Predict(embedded.vectors.index_select(0, src_positions),
-                                               embedded.vectors.index_select(0, dst_positions))
-                                     .cpu()
-                                     .contiguous();
+    const std::span<const int64_t> positions(endpoint_position);
+    const torch::Tensor logits =
+        model_
+            ->PredictLinks(embedded.vectors, rows, times, positions.first(count),
+                           positions.subspan(count, count), *sampler_)
+            .cpu()
+            .contiguous();
     // One device-to-host copy per column, then plain reads (no tensor per element).
     auto host = [](const torch::Tensor& values, torch::ScalarType type) {
       return values.to(torch::kCPU, type).contiguous();
@@ -742,8 +652,7 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
 
 std::vector<uint64_t> Engine::KnownDestinations() const {
   // Kept as events arrive: a scan of every node per TopK cost O(nodes) per call.
-  std::shared_lock lock(destinations_mutex_);
-  return destinations_;
+  return destinations_.All();
 }
 
 MemoryCacheStats Engine::MemoryCache() const {

@@ -22,16 +22,15 @@
 #include <future>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "common/event_batch.h"
 #include "common/status.h"
+#include "server/destination_set.h"
 #include "server/node_memory_cache.h"
 #include "storage/temporal_store.h"
 
@@ -123,6 +122,8 @@ struct NodeInfo {
   std::vector<storage::Neighbor> recent;
 };
 
+class StoreSampler;
+
 class Engine {
  public:
   // Opens the store, loads the model, replays the log into node memory.
@@ -163,7 +164,6 @@ class Engine {
   const storage::TemporalStore& store() const { return *store_; }
 
  private:
-  class StoreSampler;
   // Stored events on their way to the memory thread. Their sequences are consecutive:
   // first_sequence, first_sequence + 1, ...
   struct MemoryWork {
@@ -211,12 +211,7 @@ class Engine {
   std::unique_ptr<StoreSampler> sampler_;
   std::string fingerprint_, device_name_;
 
-  // Destinations in order of first appearance (TopK ignores the order); the first
-  // destinations_written_ of them are in the store.
-  mutable std::shared_mutex destinations_mutex_;
-  std::unordered_set<uint64_t> is_destination_;
-  std::vector<uint64_t> destinations_;
-  std::atomic<size_t> destinations_written_{0};
+  DestinationSet destinations_;
   std::atomic<bool> checkpoint_written_{true};  // the last checkpoint reached the store
 
   // Writer -> memory thread hand-over. Guarded by memory_queue_mutex_; memory_through_ is

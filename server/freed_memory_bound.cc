@@ -48,18 +48,17 @@ FreedMemoryBound::FreedMemoryBound(size_t bound_bytes, std::chrono::milliseconds
 
 FreedMemoryBound::~FreedMemoryBound() {
   {
-    std::lock_guard lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
 void FreedMemoryBound::Run() {
-  std::unique_lock lock(mutex_);
-  while (!stopping_) {
-    wake_.wait_for(lock, period_);
-    if (stopping_) break;
+  const absl::Duration period = absl::FromChrono(period_);
+  absl::MutexLock lock(&mutex_);
+  // Wakes at once when stopping_ turns true, else every period.
+  while (!mutex_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
     size_t held = HeldBytes();
     if (held > bound_bytes_) {
       ReturnAll();

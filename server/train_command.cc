@@ -329,6 +329,11 @@ void AddTrainCommands(CLI::App& app) {
   train->add_option("--layers", t.config.layers, "Attention layers (1 or 2)")
       ->check(CLI::Range(1, 2));
   train->add_option("--neighbors", t.config.neighbors, "Temporal neighbours per node (k)");
+  train
+      ->add_option("--pair-neighbors", t.config.pair_neighbors,
+                   "Recent interactions per endpoint read for pair evidence (has the source "
+                   "met the destination, how often, how lately; its popularity); 0 = none")
+      ->check(CLI::Range(0, 1024));
   train->add_option("--heads", t.config.heads, "Attention heads");
   train->add_option("--memory-dim", t.config.memory_dim, "Node memory width");
   train->add_option("--embedding-dim", t.config.embedding_dim, "Embedding width");

@@ -1,0 +1,76 @@
+#include "model/pair_evidence.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "model/neighbor_sampler.h"
+
+namespace tlp::model {
+namespace {
+
+constexpr double kHour = 3600, kDay = 86400;
+
+// Source 0 met 1 twice (1 day and 2 hours before t), then 2 (1 hour before t); 3 met 1 and 2
+// too; 4 never met anyone.
+class PairEvidenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    adjacency_.Add(0, 1, kT - kDay);
+    adjacency_.Add(3, 1, kT - kDay + 10);
+    adjacency_.Add(0, 1, kT - 2 * kHour);
+    adjacency_.Add(0, 2, kT - kHour);
+    adjacency_.Add(3, 2, kT - 30 * 60);
+  }
+  // Evidence of (0, dst) at kT.
+  std::vector<float> Evidence(int64_t dst) {
+    const std::vector<int64_t> nodes = {0, dst};
+    const std::vector<double> times = {kT, kT};
+    NeighborBlock lists;
+    std::vector<int64_t> keys;
+    adjacency_.SamplePartners(nodes, times, 16, &lists, &keys);
+    std::vector<float> features;
+    ComputePairEvidence(lists, keys, times, std::vector<int64_t>{0}, std::vector<int64_t>{1},
+                        &features);
+    EXPECT_EQ(features.size(), static_cast<size_t>(kPairFeatures));
+    return features;
+  }
+  static constexpr double kT = 100 * kDay;
+  TemporalAdjacency adjacency_;
+};
+
+TEST_F(PairEvidenceTest, MetDestinationCarriesCountRecencyAndAge) {
+  const std::vector<float> f = Evidence(1);
+  EXPECT_EQ(f[0], 1);                                    // met
+  EXPECT_FLOAT_EQ(f[1], std::log1p(2.0f));               // twice
+  EXPECT_FLOAT_EQ(f[2], 0.5f);                           // second most recent partner
+  EXPECT_NEAR(f[3], std::exp(-2.0), 1e-6);               // 2 h at the 1 h scale
+  EXPECT_NEAR(f[4], std::exp(-2 * kHour / kDay), 1e-6);  // at the 1 d scale
+  EXPECT_FLOAT_EQ(f[7], 0);                              // no event of 1 within the hour
+  EXPECT_FLOAT_EQ(f[8], std::log1p(2.0f));               // within a day: 2 h and 1 d - 10 s ago
+  EXPECT_FLOAT_EQ(f[9], std::log1p(3.0f));               // all three within a week
+  EXPECT_FLOAT_EQ(f[11], 0);                             // 1's partners (0, 3) are not 0's (1, 2)
+}
+
+TEST_F(PairEvidenceTest, SharedPartnersCountOnceEach) {
+  // 3 never met 0, but both met 1 and 2 (1 twice, for 0).
+  const std::vector<float> f = Evidence(3);
+  EXPECT_EQ(f[0], 0);
+  EXPECT_FLOAT_EQ(f[11], std::log1p(2.0f));
+}
+
+TEST_F(PairEvidenceTest, MostRecentPartnerRanksFirst) {
+  const std::vector<float> f = Evidence(2);
+  EXPECT_EQ(f[0], 1);
+  EXPECT_FLOAT_EQ(f[2], 1.0f);
+  EXPECT_NEAR(f[3], std::exp(-1.0), 1e-6);
+}
+
+TEST_F(PairEvidenceTest, UnmetDestinationHasNoPairSignal) {
+  const std::vector<float> f = Evidence(4);
+  for (float value : f) EXPECT_EQ(value, 0);
+}
+
+}  // namespace
+}  // namespace tlp::model
