@@ -115,7 +115,7 @@ Status LoadCheckpoint(const std::string& path, const torch::Device& device,
     archive.read("dropout", value);
     config.dropout = value.toDouble();
     // Absent from checkpoints made before pair evidence existed: those models have none.
-    if (archive.try_read("pair_neighbors", value)) config.pair_neighbors = value.toInt();
+    config.pair_neighbors = archive.try_read("pair_neighbors", value) ? value.toInt() : 0;
     archive.read("fingerprint", value);
     const std::string stored_fingerprint = value.toStringRef();
 

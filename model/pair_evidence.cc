@@ -3,35 +3,61 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <unordered_map>
-#include <unordered_set>
 
 namespace tlp::model {
 namespace {
 
 constexpr double kScales[4] = {3600.0, 86400.0, 7 * 86400.0, 28 * 86400.0};
 
-// What a source's recent interactions say of each partner: how often, how lately, which rank.
+// What a source's recent interactions say of one partner: how often, how lately, which rank.
 struct Partner {
+  int64_t key = 0;
   int count = 0;
   double last_ts = 0;
   int rank = 0;  // 1 = the most recent distinct partner
 };
-using Partners = std::unordered_map<int64_t, Partner>;
 
-void CollectPartners(const NeighborBlock& lists, int64_t position, Partners* partners) {
-  partners->clear();
+// The slots of `position`'s list up to its first padding.
+int64_t ValidSlots(const NeighborBlock& lists, int64_t position) {
   const int64_t k = lists.slots;
-  for (int64_t slot = 0; slot < k; ++slot) {
-    const size_t cell = static_cast<size_t>(position * k + slot);
-    if (!lists.valid[cell]) break;  // padding comes last
-    auto [it, inserted] = partners->try_emplace(lists.nodes[cell]);
-    if (inserted) {
-      it->second.last_ts = lists.ts[cell];  // newest first
-      it->second.rank = static_cast<int>(partners->size());
-    }
-    ++it->second.count;
+  int64_t slots = 0;
+  while (slots < k && lists.valid[static_cast<size_t>(position * k + slots)]) ++slots;
+  return slots;
+}
+
+// A source's distinct partners, sorted by key for binary search (lists are at most a few
+// hundred long: sorting beats hashing here, and no allocation once the scratch is warm).
+void CollectPartners(const NeighborBlock& lists, int64_t position, std::vector<Partner>* out) {
+  out->clear();
+  const int64_t slots = ValidSlots(lists, position);
+  const size_t first = static_cast<size_t>(position * lists.slots);
+  for (int64_t slot = 0; slot < slots; ++slot) {  // newest first
+    out->push_back({lists.nodes[first + slot], 1, lists.ts[first + slot], 0});
   }
+  // Stable: among equal keys the newest stays first.
+  std::stable_sort(out->begin(), out->end(),
+                   [](const Partner& a, const Partner& b) { return a.key < b.key; });
+  size_t kept = 0;
+  for (size_t i = 0; i < out->size(); ++i) {
+    if (kept > 0 && (*out)[kept - 1].key == (*out)[i].key) {
+      ++(*out)[kept - 1].count;
+    } else {
+      (*out)[kept++] = (*out)[i];
+    }
+  }
+  out->resize(kept);
+  // Recency rank: order of the last meetings, newest first.
+  thread_local std::vector<std::pair<double, size_t>> order;
+  order.clear();
+  for (size_t i = 0; i < kept; ++i) order.push_back({-(*out)[i].last_ts, i});
+  std::sort(order.begin(), order.end());
+  for (size_t r = 0; r < order.size(); ++r) (*out)[order[r].second].rank = static_cast<int>(r + 1);
+}
+
+const Partner* Find(const std::vector<Partner>& partners, int64_t key) {
+  const auto it = std::lower_bound(partners.begin(), partners.end(), key,
+                                   [](const Partner& p, int64_t k) { return p.key < k; });
+  return it != partners.end() && it->key == key ? &*it : nullptr;
 }
 
 }  // namespace
@@ -43,17 +69,19 @@ void ComputePairEvidence(const NeighborBlock& lists, std::span<const int64_t> ke
   features->assign(pairs * kPairFeatures, 0.0f);
   const int64_t k = lists.slots;
   // A TopK asks one source against every candidate: its partners are collected once.
-  Partners partners;
+  thread_local std::vector<Partner> partners;
   int64_t partners_of = -1;
   // Per destination position, computed once: its interactions within each scale and its
-  // distinct partners (a slice of `distinct`).
+  // distinct partners (sorted, a slice of `distinct`).
   struct Destination {
+    bool done = false;
     std::array<int, 4> within{};
     size_t begin = 0, end = 0;
   };
-  std::unordered_map<int64_t, Destination> destinations;
-  std::vector<int64_t> distinct;
-  std::unordered_set<int64_t> seen;
+  thread_local std::vector<Destination> destinations;
+  thread_local std::vector<int64_t> distinct;
+  destinations.assign(keys.size(), Destination());
+  distinct.clear();
   for (size_t i = 0; i < pairs; ++i) {
     const int64_t s = src_positions[i], d = dst_positions[i];
     const double at = times[static_cast<size_t>(s)];
@@ -62,36 +90,39 @@ void ComputePairEvidence(const NeighborBlock& lists, std::span<const int64_t> ke
       partners_of = s;
     }
     float* out = features->data() + i * kPairFeatures;
-    if (const auto met = partners.find(keys[static_cast<size_t>(d)]); met != partners.end()) {
-      const Partner& partner = met->second;
+    if (const Partner* met = Find(partners, keys[static_cast<size_t>(d)]); met != nullptr) {
       out[0] = 1;
-      out[1] = static_cast<float>(std::log1p(partner.count));
-      out[2] = 1.0f / static_cast<float>(partner.rank);
-      const double age = std::max(0.0, at - partner.last_ts);
+      out[1] = static_cast<float>(std::log1p(met->count));
+      out[2] = 1.0f / static_cast<float>(met->rank);
+      const double age = std::max(0.0, at - met->last_ts);
       for (int j = 0; j < 4; ++j) out[3 + j] = static_cast<float>(std::exp(-age / kScales[j]));
     }
-    auto [it, fresh] = destinations.try_emplace(d);
-    Destination& destination = it->second;
-    if (fresh) {
+    Destination& destination = destinations[static_cast<size_t>(d)];
+    if (!destination.done) {
+      destination.done = true;
       const double dst_at = times[static_cast<size_t>(d)];
+      const int64_t slots = ValidSlots(lists, d);
+      const size_t first = static_cast<size_t>(d * k);
       destination.begin = distinct.size();
-      seen.clear();
-      for (int64_t slot = 0; slot < k; ++slot) {
-        const size_t cell = static_cast<size_t>(d * k + slot);
-        if (!lists.valid[cell]) break;
-        const double age = dst_at - lists.ts[cell];
+      for (int64_t slot = 0; slot < slots; ++slot) {
+        const double age = dst_at - lists.ts[first + slot];
         for (int j = 0; j < 4; ++j) destination.within[j] += age < kScales[j];
-        if (seen.insert(lists.nodes[cell]).second) distinct.push_back(lists.nodes[cell]);
+        distinct.push_back(lists.nodes[first + slot]);
       }
+      const auto begin = distinct.begin() + static_cast<ptrdiff_t>(destination.begin);
+      std::sort(begin, distinct.end());
+      distinct.erase(std::unique(begin, distinct.end()), distinct.end());
       destination.end = distinct.size();
     }
     for (int j = 0; j < 4; ++j) {
       out[7 + j] = static_cast<float>(std::log1p(destination.within[j]));
     }
-    const auto shared = std::count_if(distinct.begin() + static_cast<ptrdiff_t>(destination.begin),
-                                      distinct.begin() + static_cast<ptrdiff_t>(destination.end),
-                                      [&](int64_t partner) { return partners.contains(partner); });
-    out[11] = static_cast<float>(std::log1p(static_cast<double>(shared)));
+    // Distinct partners of the destination that the source also has.
+    int shared = 0;
+    for (size_t p = destination.begin; p < destination.end; ++p) {
+      shared += Find(partners, distinct[p]) != nullptr;
+    }
+    out[11] = static_cast<float>(std::log1p(shared));
   }
 }
 

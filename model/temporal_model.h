@@ -32,8 +32,8 @@ struct ModelConfig {
   double attention_p = 1.1;  // MAA exponent; 1 = softmax
   double dropout = 0.1;
   // > 0: the predictor also sees pair evidence (model/pair_evidence.h) from each endpoint's
-  // this many most recent interactions; 0 = embeddings alone.
-  int64_t pair_neighbors = 0;
+  // this many most recent interactions; 0 = embeddings alone (a plain TGN / TGAT).
+  int64_t pair_neighbors = 64;
 
   bool has_memory() const { return architecture == "tgn"; }
   // One line, stable order; part of the fingerprint.

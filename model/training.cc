@@ -35,6 +35,7 @@ std::vector<float> ToVector(const torch::Tensor& tensor) {
 }  // namespace
 
 struct Trainer::PeriodResult {
+  RankingAccumulator one_vs_all;
   LinkFigureAccumulator transductive[kNegativeStrategies];
   LinkFigureAccumulator inductive[kNegativeStrategies];
   double reciprocal_rank_sum = 0;
@@ -154,6 +155,15 @@ Trainer::Trainer(TemporalLinkModel model, const TemporalDataset& dataset, const 
   }
   train_destinations_ = UniqueSorted(std::move(train_dst));
   all_destinations_ = UniqueSorted(dataset.dst);
+  std::vector<int64_t> before_validation;
+  for (int64_t i = 0; i < dataset.events() && dataset.ts[i] < split.validation_time; ++i) {
+    before_validation.push_back(dataset.dst[i]);
+  }
+  validation_candidates_ = UniqueSorted(std::move(before_validation));
+  candidate_position_.assign(static_cast<size_t>(dataset.nodes()), -1);
+  for (size_t i = 0; i < validation_candidates_.size(); ++i) {
+    candidate_position_[static_cast<size_t>(validation_candidates_[i])] = static_cast<int64_t>(i);
+  }
   all_sources_ = UniqueSorted(dataset.src);
 }
 
@@ -213,6 +223,10 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
   const int64_t total = static_cast<int64_t>(events.size());
   const int64_t batches = (total + options_.batch_size - 1) / options_.batch_size;
   std::uniform_int_distribution<size_t> pick(0, train_destinations_.size() - 1);
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  constexpr int64_t kHistoryForNegatives = 32;
+  NeighborBlock history;
+  std::vector<int64_t> candidates;
   BatchEvents batch;
   std::vector<int64_t> nodes;
   std::vector<double> times;
@@ -223,7 +237,28 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
     batch.Gather(dataset_, std::span(events).subspan(begin, count));
     nodes.assign(batch.src.begin(), batch.src.end());
     nodes.insert(nodes.end(), batch.dst.begin(), batch.dst.end());
-    for (int64_t i = 0; i < count; ++i) nodes.push_back(train_destinations_[pick(random_)]);
+    // Negatives: random destinations; with historical_negatives, that share of them is a
+    // partner the source met before instead (when it has one besides the true destination),
+    // so the model also learns which of a source's known destinations comes next.
+    if (options_.historical_negatives > 0) {
+      train_adjacency_.Sample(batch.src, batch.ts, kHistoryForNegatives, &history);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t negative = train_destinations_[pick(random_)];
+      if (options_.historical_negatives > 0 && coin(random_) < options_.historical_negatives) {
+        candidates.clear();
+        for (int64_t slot = 0; slot < kHistoryForNegatives; ++slot) {
+          const size_t cell = static_cast<size_t>(i * kHistoryForNegatives + slot);
+          if (!history.valid[cell]) break;
+          if (history.nodes[cell] != batch.dst[i]) candidates.push_back(history.nodes[cell]);
+        }
+        if (!candidates.empty()) {
+          negative =
+              candidates[std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(random_)];
+        }
+      }
+      nodes.push_back(negative);
+    }
     times.assign(batch.ts.begin(), batch.ts.end());
     times.insert(times.end(), batch.ts.begin(), batch.ts.end());
     times.insert(times.end(), batch.ts.begin(), batch.ts.end());
@@ -281,7 +316,7 @@ void Trainer::ReplayIntoMemory(const std::vector<int64_t>& events) {
 }
 
 void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluation,
-                          PeriodResult* result) {
+                          PeriodResult* result, int64_t ranking_queries) {
   const Stopwatch watch;
   model_->eval();
   torch::NoGradGuard no_grad;
@@ -294,6 +329,17 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
   std::vector<int64_t> nodes;
   std::vector<double> times;
   std::unordered_set<uint64_t> batch_edges;
+  const size_t stride =
+      ranking_queries > 0
+          ? std::max<size_t>(1, events.size() / static_cast<size_t>(ranking_queries))
+          : 0;
+  std::vector<int64_t> ranking_nodes;
+  std::vector<double> ranking_times;
+  std::vector<double> ranking_scores;
+  // Link j of a ranking call joins position 0 (the source) and position j + 1.
+  const std::vector<int64_t> ranking_sources(validation_candidates_.size(), 0);
+  const std::vector<int64_t> ranking_destinations =
+      Positions(1, static_cast<int64_t>(validation_candidates_.size()));
   for (size_t begin = 0; begin < events.size(); begin += options_.batch_size) {
     const int64_t count =
         static_cast<int64_t>(std::min<size_t>(options_.batch_size, events.size() - begin));
@@ -386,6 +432,28 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
     result->embedded += 2 * count;
     result->scored_pairs += count * (1 + strategies) + ranked * mrr_negatives;
 
+    // One-vs-all: the source against every candidate, at the event's time, before the batch
+    // is applied (as its positives were scored).
+    for (int64_t i = 0; stride > 0 && i < count; ++i) {
+      if ((begin + static_cast<size_t>(i)) % stride != 0) continue;
+      const int64_t position = candidate_position_[static_cast<size_t>(batch.dst[i])];
+      if (position < 0) {
+        result->one_vs_all.Add(0);  // a destination new in this period: no candidate
+        continue;
+      }
+      ranking_nodes.assign(1, batch.src[i]);
+      ranking_nodes.insert(ranking_nodes.end(), validation_candidates_.begin(),
+                           validation_candidates_.end());
+      ranking_times.assign(ranking_nodes.size(), batch.ts[i]);
+      const torch::Tensor ranked_z =
+          model_->Embed(ranking_nodes, ranking_times, full_adjacency_).vectors;
+      const std::vector<float> logits =
+          ToVector(model_->PredictLinks(ranked_z, ranking_nodes, ranking_times, ranking_sources,
+                                        ranking_destinations, full_adjacency_));
+      ranking_scores.assign(logits.begin(), logits.end());
+      result->one_vs_all.Add(TieAwareRankAmong(ranking_scores, static_cast<size_t>(position)));
+    }
+
     model_->ApplyEvents(batch.src, batch.dst, batch.ts, batch.features);
     for (int64_t i = 0; i < count; ++i) MarkSeen(batch.src[i], batch.dst[i]);
   }
@@ -394,24 +462,29 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
 
 std::vector<EpochRecord> Trainer::Train() {
   std::vector<EpochRecord> history;
-  double best_ap = -1;
+  double best_score = -1;
   int64_t epochs_without_gain = 0;
   std::vector<torch::Tensor> best_parameters;
   for (int64_t epoch = 1; epoch <= options_.epochs; ++epoch) {
     EpochRecord record = TrainEpoch(epoch);
     PeriodResult validation;
-    ScorePeriod(split_.validation, /*full_evaluation=*/false, &validation);
+    ScorePeriod(split_.validation, /*full_evaluation=*/false, &validation,
+                options_.selection_queries);
     record.validation_ap = validation.transductive[0].Finish().ap;
+    record.validation_mrr = validation.one_vs_all.Finish().mrr;
     history.push_back(record);
-    char line[200];
+    char line[240];
     std::snprintf(line, sizeof(line),
-                  "epoch %lld  loss %.4f  train AP %.4f  validation AP %.4f  %.1f s  %.0f events/s",
+                  "epoch %lld  loss %.4f  train AP %.4f  validation AP %.4f  validation MRR "
+                  "%.4f  %.1f s  %.0f events/s",
                   static_cast<long long>(epoch), record.loss, record.train_ap, record.validation_ap,
-                  record.seconds, record.events_per_second);
+                  record.validation_mrr, record.seconds, record.events_per_second);
     Progress(line);
     if (options_.progress) std::fputc('\n', stderr);
-    if (record.validation_ap > best_ap) {
-      best_ap = record.validation_ap;
+    const double score =
+        options_.selection_queries > 0 ? record.validation_mrr : record.validation_ap;
+    if (score > best_score) {
+      best_score = score;
       epochs_without_gain = 0;
       best_parameters.clear();
       for (const torch::Tensor& p : model_->parameters())

@@ -73,6 +73,13 @@ struct TrainOptions {
   int64_t mrr_negatives = 100;
   int64_t mrr_queries = 2000;  // test positives ranked for MRR (0 = none)
   bool probe = true;
+  // Validation events, spread over the period, ranked one-vs-all (among every destination seen
+  // before the validation period) after each epoch; the epoch with the best MRR is kept.
+  // 0 = keep the epoch with the best validation AP instead.
+  int64_t selection_queries = 500;
+  // Share of training negatives drawn from the source's own earlier partners (the rest are
+  // random destinations).
+  double historical_negatives = 0;
 };
 
 struct EpochRecord {
@@ -80,6 +87,7 @@ struct EpochRecord {
   double loss = 0;
   double train_ap = 0;
   double validation_ap = 0;
+  double validation_mrr = 0;  // one-vs-all, over selection_queries validation events
   double seconds = 0;
   double events_per_second = 0;
 };
@@ -89,7 +97,8 @@ class Trainer {
   Trainer(TemporalLinkModel model, const TemporalDataset& dataset, const DataSplit& split,
           const TrainOptions& options);
 
-  // Trains with early stopping on validation AP and leaves the best parameters in the model.
+  // Trains with early stopping on validation one-vs-all MRR (or AP, see TrainOptions) and
+  // leaves the best epoch's parameters in the model.
   std::vector<EpochRecord> Train();
   // Replays the training period into memory, then scores validation and test; the report is
   // for the test period. Leaves memory at the end of the stream.
@@ -98,8 +107,10 @@ class Trainer {
  private:
   struct PeriodResult;
   EpochRecord TrainEpoch(int64_t epoch);
-  // Scores events[begin, end) batch by batch and applies them to memory.
-  void ScorePeriod(const std::vector<int64_t>& events, bool full_evaluation, PeriodResult* result);
+  // Scores events[begin, end) batch by batch and applies them to memory; ranks
+  // `ranking_queries` of them, evenly spread, one-vs-all among validation_candidates_.
+  void ScorePeriod(const std::vector<int64_t>& events, bool full_evaluation, PeriodResult* result,
+                   int64_t ranking_queries = 0);
   void ReplayIntoMemory(const std::vector<int64_t>& events);
   double RunProbe(EvaluationReport* report);
   void Progress(const std::string& line) const;
@@ -117,6 +128,9 @@ class Trainer {
   std::vector<int64_t> train_destinations_;  // unique dst indices of training events
   std::vector<int64_t> all_destinations_;    // unique dst indices of the whole stream
   std::vector<int64_t> all_sources_;
+  // Destinations seen before the validation period, and each node's position among them (-1).
+  std::vector<int64_t> validation_candidates_;
+  std::vector<int64_t> candidate_position_;
   // Edge keys (src * nodes + dst) for historical / inductive negatives.
   std::unordered_set<uint64_t> training_edges_;
   std::unordered_set<uint64_t> seen_edges_;  // every edge applied to memory so far

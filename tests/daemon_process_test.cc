@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -268,8 +269,9 @@ TEST_F(DaemonProcessTest, TlpctlEvalThroughTheDaemonMatchesTlpdEvalReplay) {
         "/baselines/popularity/hits_at_10"}) {
     EXPECT_NEAR(JsonNumber(served, figure), JsonNumber(offline, figure), 1e-9) << figure;
   }
-  // The figures are real ones, not a degenerate constant.
-  EXPECT_GT(JsonNumber(served, "/random/ap"), 0.5);
+  // The figures are real ones, not a degenerate constant (which gives AP 0.5; the model is
+  // untrained, so its AP may fall on either side).
+  EXPECT_GT(std::abs(JsonNumber(served, "/random/ap") - 0.5), 0.01);
   EXPECT_GT(JsonNumber(served, "/test_events"), 1000);
   // One-vs-all through TopK: the queries asked for, ranked among many candidates.
   EXPECT_EQ(JsonNumber(served, "/ranking/queries"), 300);

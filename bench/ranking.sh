@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One-vs-all ranking results: trains each configuration on each bundled data set with several
+# seeds (early stopping on validation one-vs-all MRR), evaluates each through the replay
+# protocol (`tlpd eval --replay`: TopK over every destination seen so far, for the first
+# RANKING_QUERIES test events, beside the built-in baselines on the same queries), and writes
+# one JSON per run under OUT_DIR/runs/, then the table (bench/ranking_table.py).
+#
+# Usage: bash bench/ranking.sh [OUT_DIR]   (default bench/results/<date>-ranking-<host>)
+# Env: TLPD (default build/server/tlpd), SEEDS (default "0 1 2"), EPOCHS (default 5),
+# PATIENCE (2), RANKING_QUERIES (5000; -1 = the whole test period), DATASETS (default both
+# bundled), CONFIGS (default below: name=flags, separated by ';'). About 2 minutes a run on the
+# 2-core machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-bench/results/$(date +%F)-ranking-$(hostname)}
+tlpd=${TLPD:-build/server/tlpd}
+seeds=${SEEDS:-0 1 2}
+epochs=${EPOCHS:-5}
+patience=${PATIENCE:-2}
+queries=${RANKING_QUERIES:-5000}
+datasets=${DATASETS:-data/wikipedia.csv.gz data/collegemsg.txt.gz}
+configs=${CONFIGS:-"tgn-pair-softmax=--pair-neighbors 64 --p 1;tgn-pair-maa1.1=--pair-neighbors 64 --p 1.1;tgn-pair-maa2=--pair-neighbors 64 --p 2;tgn-softmax=--pair-neighbors 0 --p 1;tgn-maa1.1=--pair-neighbors 0 --p 1.1"}
+mkdir -p "$out/runs"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+IFS=';' read -ra config_list <<< "$configs"
+# Seeds outermost: a partial sweep already has every cell once.
+for seed in $seeds; do
+  for data in $datasets; do
+    name=$(basename "$data" | cut -d. -f1)
+    for config in "${config_list[@]}"; do
+      label=${config%%=*}
+      read -ra flags <<< "${config#*=}"
+      run="$out/runs/$name-$label-seed$seed"
+      [[ -f $run.eval.json ]] && continue  # resumable across sessions
+      echo "== $name $label seed $seed" >&2
+      "$tlpd" train --data "$data" --seed "$seed" --epochs "$epochs" --patience "$patience" \
+        --no-eval "${flags[@]}" --out "$work/model.pt" --json-out "$run.train.json" \
+        > "$work/train.log" 2>&1 || { tail -5 "$work/train.log" >&2; exit 1; }
+      "$tlpd" eval --replay --data "$data" --checkpoint "$work/model.pt" --seed "$seed" \
+        --mrr-queries 0 --ranking-queries "$queries" --json-out "$run.eval.json.partial" \
+        > "$work/eval.log" 2>&1 || { tail -5 "$work/eval.log" >&2; exit 1; }
+      mv "$run.eval.json.partial" "$run.eval.json"
+    done
+  done
+done
+python3 bench/ranking_table.py "$out"

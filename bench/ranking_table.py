@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The ranking results table from bench/ranking.sh's per-run JSON (OUT_DIR/runs/*.json).
+
+Per data set and configuration: mean +- sample std over seeds of the one-vs-all MRR, Hits@1 and
+Hits@10 (TopK over every destination seen so far), AP with random and historical negatives,
+and the validation MRR of the epoch kept; then the built-in baselines on the same queries.
+Writes OUT_DIR/table.md and OUT_DIR/results.json and prints the table.
+Usage: python3 bench/ranking_table.py OUT_DIR
+"""
+import collections
+import json
+import pathlib
+import statistics
+import sys
+
+
+def cell(values, digits=3):
+    if not values:
+        return ""
+    mean = statistics.mean(values)
+    if len(values) < 2:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def main():
+    directory = pathlib.Path(sys.argv[1])
+    runs = collections.defaultdict(lambda: collections.defaultdict(list))
+    baselines = {}
+    queries = {}
+    for path in sorted((directory / "runs").glob("*.eval.json")):
+        stem = path.name[: -len(".eval.json")]
+        dataset, rest = stem.split("-", 1)
+        config, _ = rest.rsplit("-seed", 1)
+        evaluation = json.loads(path.read_text())
+        train = json.loads((directory / "runs" / f"{stem}.train.json").read_text())
+        best = max(train["epochs"], key=lambda e: e.get("validation_mrr", 0))
+        figures = runs[(dataset, config)]
+        figures["validation_mrr"].append(best.get("validation_mrr", 0))
+        figures["epochs"].append(len(train["epochs"]))
+        figures["mrr"].append(evaluation["ranking"]["mrr"])
+        figures["hits_at_1"].append(evaluation["ranking"]["hits_at_1"])
+        figures["hits_at_10"].append(evaluation["ranking"]["hits_at_10"])
+        figures["ap_random"].append(evaluation["random"]["ap"])
+        figures["ap_historical"].append(evaluation["historical"]["ap"])
+        baselines[dataset] = evaluation["baselines"]
+        queries[dataset] = evaluation["ranking"]["queries"]
+
+    lines = ["| data set | model | seeds | epochs | validation MRR | test MRR | Hits@1 | Hits@10 "
+             "| AP random | AP historical |", "|---|---|---|---|---|---|---|---|---|---|"]
+    results = []
+    for (dataset, config), figures in sorted(runs.items()):
+        lines.append(f"| {dataset} ({queries[dataset]} queries) | {config} | "
+                     f"{len(figures['mrr'])} | {cell(figures['epochs'], 1)} | "
+                     f"{cell(figures['validation_mrr'])} | **{cell(figures['mrr'])}** | "
+                     f"{cell(figures['hits_at_1'])} | {cell(figures['hits_at_10'])} | "
+                     f"{cell(figures['ap_random'])} | {cell(figures['ap_historical'])} |")
+        results.append({"dataset": dataset, "config": config, **figures})
+    for dataset, rows in sorted(baselines.items()):
+        for name, figures in rows.items():
+            lines.append(f"| {dataset} ({queries[dataset]} queries) | baseline: {name} | | | | "
+                         f"{figures['mrr']:.3f} | {figures['hits_at_1']:.3f} | "
+                         f"{figures['hits_at_10']:.3f} | | |")
+            results.append({"dataset": dataset, "config": f"baseline:{name}", **figures})
+    table = "\n".join(lines) + "\n"
+    (directory / "table.md").write_text(table)
+    (directory / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
