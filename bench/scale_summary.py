@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One README row of a bench/scale.sh run: events/s applied to node memory over the 2M events
+"""One row of docs/performance.md's scale table from a bench/scale.sh run: events/s applied to node memory over the 2M events
 around 1M / 10M / 25M / 50M / 99M events (from 1M events before the point to 1M after it, by
 the 5 s samples, clipped to the stream: it starts at 0 and ends before the last events, whose
 drain and the idle samples after it are not ingest), RSS where the run first reached the point,

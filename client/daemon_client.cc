@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "proto/grpc_status.h"
+
 namespace tlp::client {
 
 namespace {
@@ -64,31 +66,20 @@ void DaemonClient::Prepare(grpc::ClientContext* context) const {
 }
 
 Status DaemonClient::FromGrpc(const grpc::Status& status) const {
-  using Code = grpc::StatusCode;
   const std::string& message = status.error_message();
   switch (status.error_code()) {
-    case Code::OK:
-      return Status::Ok();
-    case Code::UNAVAILABLE:
-    case Code::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::UNAVAILABLE:
       return Status::Unavailable("cannot reach tlpd at " + address_ + ": " + message);
-    case Code::INVALID_ARGUMENT:
-      return Status::InvalidArgument(message);
-    case Code::OUT_OF_RANGE:
-      return Status::OutOfRange(message);
-    case Code::NOT_FOUND:
-      return Status::NotFound(message);
-    case Code::FAILED_PRECONDITION:
-      return Status::FailedPrecondition(message);
-    case Code::RESOURCE_EXHAUSTED:
-      return Status::ResourceExhausted(message);
-    case Code::UNAUTHENTICATED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      // The server's own deadline answer (a request queued past it) reads the same: tlpd was
+      // reached but did not answer in time.
+      return Status::DeadlineExceeded("tlpd at " + address_ +
+                                      " did not answer within the deadline: " + message);
+    case grpc::StatusCode::UNAUTHENTICATED:
       return Status::FailedPrecondition("tlpd at " + address_ +
                                         " refused the credentials: " + message);
     default:
-      return Status::Internal("tlpd at " + address_ + " answered " +
-                              std::to_string(static_cast<int>(status.error_code())) + ": " +
-                              message);
+      return FromGrpcStatus(status);
   }
 }
 

@@ -5,8 +5,7 @@
 // such access also misses the TLB, and at that size the page walk's own reads miss the caches
 // too; on 2 MiB pages the TLB covers gigabytes. Debian's kernel default is THP "madvise": a
 // region gets huge pages only when asked, before its pages are first touched. Its effect on
-// ingest was below what the 2-core VMs' run-to-run noise let us resolve (README, "The model-106
-// machine again").
+// ingest was below the 2-core VMs' run-to-run noise (bench/results/*scale-100m*-model-106/).
 #pragma once
 
 #include <cstddef>

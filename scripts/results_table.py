@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises scripts/sweep.sh runs into the README's markdown results table.
+"""Summarises scripts/sweep.sh runs into docs/model.md's AP results table.
 
 For each data set and architecture: softmax (p = 1), p = 2, and the p with the best mean
 validation AP over the sweep (chosen on validation only), each as mean +- std over seeds of the

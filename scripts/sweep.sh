@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's results table: TGN and TGAT on Wikipedia and CollegeMsg, attention p swept over
+# docs/model.md's AP table: plain TGN and TGAT (no pair evidence) on Wikipedia and CollegeMsg, p over
 # {1, 1.05, 1.1, 1.2, 1.3, 2}, seeds 0-2, each run `tlpd train` (EPOCHS epochs, then the test
 # evaluation). Runs JOBS trainings at a time with one torch thread each; skips runs whose JSON
 # exists, so it can be resumed. Then prints the table (scripts/results_table.py).
@@ -21,8 +21,8 @@ for dataset in $datasets; do
         name="$dataset-$architecture-p$p-s$seed"
         [ -f "$out/$name.json" ] && continue
         echo "build/server/tlpd train --data ${files[$dataset]} --architecture $architecture --p $p" \
-             "--seed $seed --epochs $epochs --threads 1 --mrr-queries 200" \
-             "--out $out/$name.pt --json-out $out/$name.json > $out/$name.log 2>&1"
+             "--seed $seed --epochs $epochs --threads 1 --mrr-queries 200 --pair-neighbors 0" \
+             "--selection-queries 0 --out $out/$name.pt --json-out $out/$name.json > $out/$name.log 2>&1"
       done
     done
   done

@@ -7,6 +7,7 @@
 #include <omp.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -234,6 +235,11 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   store_options.sync = options.sync_writes;
   store_options.neighbor_cache_bytes = options.neighbor_cache_mb << 20;
   store_options.block_cache_bytes = options.block_cache_mb << 20;
+  // The neighbour cache keeps as many of a node's latest neighbours as the model reads (its
+  // pair evidence reads the most): deeper lookups of active nodes would each walk RocksDB.
+  const model::ModelConfig& config = loaded->config();
+  store_options.cached_neighbors = static_cast<uint32_t>(
+      std::max<int64_t>({store_options.cached_neighbors, config.neighbors, config.pair_neighbors}));
   status = storage::TemporalStore::Open(options.data_dir, store_options, &result->store_);
   if (!status.ok()) return status;
   // Bytes a resident row costs: its memory and last update in the model, the cache's

@@ -48,7 +48,7 @@ struct EngineOptions {
   // Intra-op threads of the memory thread's model updates. Its chunks are small (~400 rows): an
   // OpenMP team forked per op waits on workers that the ingest writer and RocksDB keep off the
   // cores, so one thread applies more events per second than two on a busy machine (30M
-  // generated events, 10M nodes, 2 cores: see README's performance section).
+  // generated events, 10M nodes, 2 cores).
   int memory_threads = 1;
   // Node memory changed since the last checkpoint is written to the store (its node state file,
   // committed atomically with the watermark it covers) every this many applied events, when the

@@ -48,17 +48,17 @@ FreedMemoryBound::FreedMemoryBound(size_t bound_bytes, std::chrono::milliseconds
 
 FreedMemoryBound::~FreedMemoryBound() {
   {
-    absl::MutexLock lock(&mutex_);
+    std::lock_guard lock(mutex_);
     stopping_ = true;
   }
+  wake_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
 void FreedMemoryBound::Run() {
-  const absl::Duration period = absl::FromChrono(period_);
-  absl::MutexLock lock(&mutex_);
+  std::unique_lock lock(mutex_);
   // Wakes at once when stopping_ turns true, else every period.
-  while (!mutex_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
+  while (!wake_.wait_for(lock, period_, [this] { return stopping_; })) {
     size_t held = HeldBytes();
     if (held > bound_bytes_) {
       ReturnAll();

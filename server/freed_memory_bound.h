@@ -13,12 +13,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <thread>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
 namespace tlp::server {
 
@@ -47,8 +46,9 @@ class FreedMemoryBound {
   const std::chrono::milliseconds period_;
   std::atomic<uint64_t> returns_{0};
   std::atomic<size_t> held_bytes_{0};
-  absl::Mutex mutex_;
-  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;  // guarded by mutex_
   std::thread thread_;
 };
 

@@ -41,12 +41,8 @@ namespace tlp::server {
 // node -> position in a NodeStates. Open addressing (abseil) rather than std::unordered_map: these
 // maps hold up to millions of nodes, are built and torn down at every checkpoint on the memory
 // thread, and a node-based map allocates (and later frees) one node per entry and takes a
-// dependent cache miss per lookup. Measured at 10M nodes (README, "The model-106 machine
-// again"): lookups 1.03 -> 0.67 us per event, but building a checkpoint's index got slower
-// (snapshot 0.40 -> 0.57 us per event), perhaps because libstdc++'s identity hash kept the
-// inserts of near-sequential node ids local where abseil's mixed hash scatters them. Since the
-// snapshot reads its rows in place and sizes its buffers once (165606e), that step takes 0.30
-// us per event with these maps (README, "Node state slots in 64 KiB pieces").
+// dependent cache miss per lookup (at 10M nodes, lookups 1.03 -> 0.67 us per event:
+// bench/results/2026-12-04-scale-100m-flat-maps-huge-pages-model-106/).
 using NodePositions = absl::flat_hash_map<uint64_t, size_t>;
 
 // What one checkpoint writes: the rows changed since the previous one, and the pending messages

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/stopwatch.h"
+#include "proto/grpc_status.h"
 #include "server/link_ranker.h"
 #include "server/request_validation.h"
 
@@ -32,35 +33,6 @@ void FillScore(const LinkScore& score, tlp::v1::LinkScore* out) {
 }
 
 }  // namespace
-
-grpc::Status ToGrpc(const Status& status) {
-  using Code = Status::Code;
-  switch (status.code()) {
-    case Code::kOk:
-      return grpc::Status::OK;
-    case Code::kInvalidArgument:
-      return {grpc::StatusCode::INVALID_ARGUMENT, status.message()};
-    case Code::kOutOfRange:
-      return {grpc::StatusCode::OUT_OF_RANGE, status.message()};
-    case Code::kNotFound:
-      return {grpc::StatusCode::NOT_FOUND, status.message()};
-    case Code::kAlreadyExists:
-      return {grpc::StatusCode::ALREADY_EXISTS, status.message()};
-    case Code::kFailedPrecondition:
-      return {grpc::StatusCode::FAILED_PRECONDITION, status.message()};
-    case Code::kResourceExhausted:
-      return {grpc::StatusCode::RESOURCE_EXHAUSTED, status.message()};
-    case Code::kUnavailable:
-      return {grpc::StatusCode::UNAVAILABLE, status.message()};
-    case Code::kDeadlineExceeded:
-      return {grpc::StatusCode::DEADLINE_EXCEEDED, status.message()};
-    case Code::kCorruption:
-    case Code::kIoError:
-    case Code::kInternal:
-      return {grpc::StatusCode::INTERNAL, status.message()};
-  }
-  return {grpc::StatusCode::UNKNOWN, status.message()};
-}
 
 namespace {
 
@@ -151,9 +123,9 @@ grpc::Status TemporalLinkService::HandleIngestBatch(grpc::ServerContext* context
   batch.feature_dim = engine->store().feature_dim();
   if (Status status = ToEventBatch(*request, limits_.max_batch_events, &batch); !status.ok()) {
     summary->set_rejected(request->events_size());
-    return ToGrpc(status);
+    return ToGrpcStatus(status);
   }
-  return ToGrpc(IngestOne(context, batch, 0, summary));
+  return ToGrpcStatus(IngestOne(context, batch, 0, summary));
 }
 
 grpc::Status TemporalLinkService::HandleIngestEvents(grpc::ServerContext* context,
@@ -175,17 +147,17 @@ grpc::Status TemporalLinkService::HandleIngestEvents(grpc::ServerContext* contex
       Status flushed =
           batch.empty() ? Status::Ok() : IngestOne(context, batch, batch_start, summary);
       summary->set_rejected(summary->rejected() + 1);
-      return ToGrpc(flushed.ok() ? status : flushed);
+      return ToGrpcStatus(flushed.ok() ? status : flushed);
     }
     ++index;
     if (batch.size() >= limits_.stream_batch_events) {
       status = IngestOne(context, batch, batch_start, summary);
-      if (!status.ok()) return ToGrpc(status);
+      if (!status.ok()) return ToGrpcStatus(status);
       batch.Clear();
       batch_start = index;
     }
   }
-  if (!batch.empty()) return ToGrpc(IngestOne(context, batch, batch_start, summary));
+  if (!batch.empty()) return ToGrpcStatus(IngestOne(context, batch, batch_start, summary));
   return grpc::Status::OK;
 }
 
@@ -240,7 +212,7 @@ grpc::Status TemporalLinkService::HandleScoreLinks(grpc::ServerContext* context,
   }
   std::vector<LinkScore> scores;
   Status status = Score(queries, &scores, context->deadline());
-  if (!status.ok()) return ToGrpc(status);
+  if (!status.ok()) return ToGrpcStatus(status);
   for (const LinkScore& score : scores) FillScore(score, response->add_scores());
   return grpc::Status::OK;
 }
@@ -274,7 +246,7 @@ grpc::Status TemporalLinkService::HandleTopK(grpc::ServerContext* context,
                             return Score(queries, scores, context->deadline());
                           },
                           &ranked);
-  if (!status.ok()) return ToGrpc(status);
+  if (!status.ok()) return ToGrpcStatus(status);
   for (const LinkScore& score : ranked.top) FillScore(score, response->add_results());
   response->set_candidates_scored(static_cast<uint32_t>(ranked.candidates_scored));
   return grpc::Status::OK;
@@ -289,7 +261,7 @@ grpc::Status TemporalLinkService::HandleGetNodeState(const tlp::v1::NodeStateReq
   }
   NodeInfo info;
   Status status = engine->GetNode(request->node(), request->recent_neighbors(), &info);
-  if (!status.ok()) return ToGrpc(status);
+  if (!status.ok()) return ToGrpcStatus(status);
   response->set_node(request->node());
   response->set_known(info.known);
   response->set_degree(info.degree);
@@ -308,7 +280,7 @@ grpc::Status TemporalLinkService::HandleGetModelInfo(tlp::v1::ModelInfoResponse*
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
   // Read-your-writes: what an acknowledged ingest stored is counted as applied.
-  if (Status status = engine->AwaitMemory(); !status.ok()) return ToGrpc(status);
+  if (Status status = engine->AwaitMemory(); !status.ok()) return ToGrpcStatus(status);
   const ModelInfo info = engine->Info();
   response->set_architecture(info.architecture);
   response->set_attention_p(info.attention_p);

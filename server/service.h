@@ -24,8 +24,6 @@ struct ServiceLimits {
   size_t max_inflight_ingest = 64;    // concurrent ingest calls; beyond: RESOURCE_EXHAUSTED
 };
 
-grpc::Status ToGrpc(const Status& status);
-
 // Until SetReady() every call answers UNAVAILABLE (the daemon is replaying its log), so the
 // gRPC server and its health service can start first.
 class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Service {

@@ -2,7 +2,8 @@
 //
 // Why not RocksDB's write path: every event's two rows went through the WAL, a memtable
 // skiplist insert at a random place among millions of nodes, a flush, and one or two
-// compactions: about a fifth of the daemon's CPU per event at 100M events (README, issue #11).
+// compactions: about a fifth of the daemon's CPU per event at 100M events (the profile in
+// bench/results/2026-12-05-scale-100m-baseline-model-106/).
 // An epoch's keys are disjoint from every other epoch's, so its rows can instead be kept here,
 // appended in sequence order at O(1), and written once, sorted, as one table file that RocksDB
 // ingests straight into its last level, where no compaction touches it again

@@ -62,7 +62,7 @@ rocksdb::Options DatabaseOptions(size_t block_cache_bytes) {
   table.checksum = rocksdb::kXXH3;
   // One cache for all families. RocksDB's default is a private 8 MiB one per table factory, and
   // node memory misses then read each node_state block from a file (a read, a checksum and, on
-  // the last level, LZ4) at ~10 us a miss at 10M nodes (README, issue #11).
+  // the last level, LZ4) at ~10 us a miss at 10M nodes (issue #11's scale runs).
   table.block_cache = rocksdb::NewLRUCache(block_cache_bytes);
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   // One writer (TemporalStore serialises Append), which lets the memtable use insert hints.
