@@ -71,10 +71,12 @@ void ComputePairEvidence(const NeighborBlock& lists, std::span<const int64_t> ke
   // A TopK asks one source against every candidate: its partners are collected once.
   thread_local std::vector<Partner> partners;
   int64_t partners_of = -1;
+  int64_t source_slots = 0;
   // Per destination position, computed once: its interactions within each scale and its
   // distinct partners (sorted, a slice of `distinct`).
   struct Destination {
     bool done = false;
+    double newest_age = -1;  // < 0: no interaction
     std::array<int, 4> within{};
     size_t begin = 0, end = 0;
   };
@@ -88,8 +90,13 @@ void ComputePairEvidence(const NeighborBlock& lists, std::span<const int64_t> ke
     if (s != partners_of) {
       CollectPartners(lists, s, &partners);
       partners_of = s;
+      source_slots = ValidSlots(lists, s);
     }
     float* out = features->data() + i * kPairFeatures;
+    out[12] = static_cast<float>(std::log1p(static_cast<double>(source_slots)));
+    if (source_slots > 0) {
+      out[13] = static_cast<float>(partners.size()) / static_cast<float>(source_slots);
+    }
     if (const Partner* met = Find(partners, keys[static_cast<size_t>(d)]); met != nullptr) {
       out[0] = 1;
       out[1] = static_cast<float>(std::log1p(met->count));
@@ -104,6 +111,7 @@ void ComputePairEvidence(const NeighborBlock& lists, std::span<const int64_t> ke
       const int64_t slots = ValidSlots(lists, d);
       const size_t first = static_cast<size_t>(d * k);
       destination.begin = distinct.size();
+      if (slots > 0) destination.newest_age = std::max(0.0, dst_at - lists.ts[first]);
       for (int64_t slot = 0; slot < slots; ++slot) {
         const double age = dst_at - lists.ts[first + slot];
         for (int j = 0; j < 4; ++j) destination.within[j] += age < kScales[j];
@@ -116,6 +124,10 @@ void ComputePairEvidence(const NeighborBlock& lists, std::span<const int64_t> ke
     }
     for (int j = 0; j < 4; ++j) {
       out[7 + j] = static_cast<float>(std::log1p(destination.within[j]));
+    }
+    if (destination.newest_age >= 0) {
+      out[14] = static_cast<float>(std::exp(-destination.newest_age / kScales[0]));
+      out[15] = static_cast<float>(std::exp(-destination.newest_age / kScales[1]));
     }
     // Distinct partners of the destination that the source also has.
     int shared = 0;

@@ -10,6 +10,10 @@
 //   7..10  log(1 + the destination's interactions within 1 h, 1 d, 1 w, 4 w): its recent
 //          popularity, from its own recent interactions
 //   11     log(1 + distinct partners the two endpoints share): neighbour co-occurrence
+//   12     log(1 + the source's recent interactions)
+//   13     the source's distinct partners per interaction (1 = always someone new; small = it
+//          returns to the same ones): how much its history predicts its next partner
+//   14, 15 exp(-age / scale) of the destination's newest interaction with anyone, 1 h and 1 d
 // Fixed scales in seconds, not tuned per data set. Streaming by construction: everything comes
 // from the neighbour index the server already keeps, strictly before the query time.
 #pragma once
@@ -22,7 +26,7 @@
 
 namespace tlp::model {
 
-inline constexpr int64_t kPairFeatures = 12;
+inline constexpr int64_t kPairFeatures = 16;
 
 // lists: each query node's recent partners, newest first, and `keys` the query nodes' own
 // (NeighborSampler::SamplePartners at `times`). Pair i is (keys[src_positions[i]],

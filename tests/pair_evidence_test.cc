@@ -69,7 +69,18 @@ TEST_F(PairEvidenceTest, MostRecentPartnerRanksFirst) {
 
 TEST_F(PairEvidenceTest, UnmetDestinationHasNoPairSignal) {
   const std::vector<float> f = Evidence(4);
-  for (float value : f) EXPECT_EQ(value, 0);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(f[i], 0) << "feature " << i;
+  EXPECT_EQ(f[14], 0);  // 4 never interacted: no freshness either
+  EXPECT_EQ(f[15], 0);
+}
+
+TEST_F(PairEvidenceTest, SourceActivityAndDestinationFreshness) {
+  const std::vector<float> f = Evidence(2);
+  EXPECT_FLOAT_EQ(f[12], std::log1p(3.0f));  // 0 interacted three times
+  EXPECT_FLOAT_EQ(f[13], 2.0f / 3.0f);       // with two distinct partners
+  // 2's newest interaction (with 3) was 30 minutes ago.
+  EXPECT_NEAR(f[14], std::exp(-0.5), 1e-6);
+  EXPECT_NEAR(f[15], std::exp(-1800.0 / kDay), 1e-6);
 }
 
 }  // namespace
