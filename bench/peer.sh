@@ -17,7 +17,6 @@
 # evaluates after its epoch; that part is not timed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 dyglib=${1:?usage: bash bench/peer.sh DYGLIB_DIR [DATA] [OUT_DIR]}
 dyglib=$(cd "$dyglib" && pwd)
 data=$(realpath "${2:-data/wikipedia.csv.gz}")

@@ -62,6 +62,19 @@ def main():
                          f"{figures['mrr']:.3f} | {figures['hits_at_1']:.3f} | "
                          f"{figures['hits_at_10']:.3f} | | |")
             results.append({"dataset": dataset, "config": f"baseline:{name}", **figures})
+    # MAA against softmax, cell by cell (same data set, same family, test MRR means).
+    wins, cells = 0, []
+    for (dataset, config), figures in sorted(runs.items()):
+        if "maa" not in config:
+            continue
+        softmax = runs.get((dataset, config.split("-maa")[0] + "-softmax"))
+        if not softmax:
+            continue
+        delta = statistics.mean(figures["mrr"]) - statistics.mean(softmax["mrr"])
+        wins += delta > 0
+        cells.append(f"{dataset} {config} {delta:+.3f}")
+    lines += ["", f"MAA above softmax in {wins} of {len(cells)} cells (test MRR, mean over "
+              f"seeds): " + "; ".join(cells) + "."]
     table = "\n".join(lines) + "\n"
     (directory / "table.md").write_text(table)
     (directory / "results.json").write_text(json.dumps(results, indent=1) + "\n")
