@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <unordered_map>
@@ -386,12 +387,23 @@ int main(int argc, char** argv) {
   topk->add_option("-k", k, "Results")->check(CLI::Range(1, 1000));
   topk->add_option("--at", at, "Query time in seconds (default: now)");
   topk->add_flag("--exclude-seen", exclude_seen, "Skip destinations src already interacted with");
+  std::string ranker = "model";
+  topk->add_option("--ranker", ranker,
+                   "Who ranks: model, or a built-in baseline: recency_popularity, edgebank, "
+                   "popularity")
+      ->check(CLI::IsMember({"model", "recency_popularity", "edgebank", "popularity"}));
   topk->callback([&] {
     tlp::v1::TopKRequest request;
     request.set_src(src);
     request.set_k(k);
     request.set_at(at);
     request.set_exclude_seen(exclude_seen);
+    const std::map<std::string, tlp::v1::Ranker> rankers = {
+        {"model", tlp::v1::RANKER_MODEL},
+        {"recency_popularity", tlp::v1::RANKER_RECENCY_POPULARITY},
+        {"edgebank", tlp::v1::RANKER_EDGEBANK},
+        {"popularity", tlp::v1::RANKER_POPULARITY}};
+    request.set_ranker(rankers.at(ranker));
     tlp::client::DaemonClient client = Connect();
     grpc::ClientContext context;
     client.Prepare(&context);

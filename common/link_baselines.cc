@@ -1,5 +1,6 @@
 #include "common/link_baselines.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tlp {
@@ -58,10 +59,11 @@ void LinkBaselines::Score(Baseline baseline, uint64_t src, double at,
         score = PopularityAt(candidates[i], at);
         break;
       case Baseline::kRecency: {
-        // Met destinations in (2, 3], the latest highest; the others' popularity mapped into
-        // [0, 1) so that it orders them and never passes a met one.
+        // Met destinations in (2, 3], the latest highest (log-compressed so that ages of
+        // months stay apart in a float); the others' popularity mapped into [0, 1) so that it
+        // orders them and never passes a met one.
         if (seen) {
-          score = 2 + 1 / (1 + (at - pair->second));
+          score = 2 + 1 / (1 + std::log1p(std::max(0.0, at - pair->second)));
         } else {
           const double popularity = PopularityAt(candidates[i], at);
           score = popularity / (1 + popularity);

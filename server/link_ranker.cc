@@ -23,16 +23,21 @@ Status LinkRanker::Rank(const RankQuery& query, const ScoreFunction& score,
     for (const auto& neighbor : history) seen.insert(neighbor.node);
     std::erase_if(candidates, [&](uint64_t node) { return seen.contains(node); });
   }
-  std::vector<LinkQuery> queries;
-  queries.reserve(candidates.size());
-  for (uint64_t candidate : candidates) queries.push_back({query.src, candidate, query.at});
   std::vector<LinkScore>& scores = result->top;
-  std::vector<LinkScore> part;
-  for (size_t begin = 0; begin < queries.size(); begin += max_score_pairs_) {
-    const size_t size = std::min(max_score_pairs_, queries.size() - begin);
-    Status status = score(std::span(queries).subspan(begin, size), &part);
+  if (query.baseline) {
+    Status status = ScoreByBaseline(query, candidates, &scores);
     if (!status.ok()) return status;
-    scores.insert(scores.end(), part.begin(), part.end());
+  } else {
+    std::vector<LinkQuery> queries;
+    queries.reserve(candidates.size());
+    for (uint64_t candidate : candidates) queries.push_back({query.src, candidate, query.at});
+    std::vector<LinkScore> part;
+    for (size_t begin = 0; begin < queries.size(); begin += max_score_pairs_) {
+      const size_t size = std::min(max_score_pairs_, queries.size() - begin);
+      Status status = score(std::span(queries).subspan(begin, size), &part);
+      if (!status.ok()) return status;
+      scores.insert(scores.end(), part.begin(), part.end());
+    }
   }
   result->candidates_scored = scores.size();
   const size_t keep = std::min<size_t>(query.k, scores.size());
@@ -41,6 +46,55 @@ Status LinkRanker::Rank(const RankQuery& query, const ScoreFunction& score,
                       return a.logit > b.logit || (a.logit == b.logit && a.query.dst < b.query.dst);
                     });
   scores.resize(keep);
+  return Status::Ok();
+}
+
+Status LinkRanker::ScoreByBaseline(const RankQuery& query, std::span<const uint64_t> candidates,
+                                   std::vector<LinkScore>* scores) const {
+  const storage::NeighborIndex& index = engine_.store().neighbors();
+  const double before = query.at > 0 ? query.at : INFINITY;
+  // The evidence: src's whole history, and each candidate's latest interactions (as deep as the
+  // neighbour cache keeps, so no RocksDB walk per candidate).
+  std::vector<storage::Neighbor> history;
+  Status status =
+      index.Recent(query.src, before, std::max<uint64_t>(index.Degree(query.src), 1), &history);
+  if (!status.ok()) return status;
+  storage::NeighborLists lists;
+  const std::vector<double> times(candidates.size(), before);
+  const size_t depth = index.cached_per_node();
+  status = index.RecentBatch(candidates, times, depth, &lists);
+  if (!status.ok()) return status;
+  // Oldest first overall: LinkBaselines decays each destination's popularity forward in time.
+  struct Event {
+    double ts;
+    uint64_t src, dst;
+  };
+  std::vector<Event> events;
+  for (const storage::Neighbor& neighbor : history) {
+    events.push_back({neighbor.ts, query.src, neighbor.node});
+  }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    for (size_t slot = 0; slot < lists.counts[i]; ++slot) {
+      const storage::Neighbor& neighbor = lists.neighbors[i * depth + slot];
+      // src's own meetings are in `history` already.
+      if (neighbor.node != query.src) events.push_back({neighbor.ts, neighbor.node, candidates[i]});
+    }
+  }
+  std::sort(events.begin(), events.end(),
+            [](const Event& a, const Event& b) { return a.ts < b.ts; });
+  LinkBaselines baselines(
+      {.window_seconds = 0, .half_life_seconds = kServedPopularityHalfLifeSeconds});
+  for (const Event& event : events) baselines.Observe(event.src, event.dst, event.ts);
+  const double now = query.at > 0 ? query.at : (events.empty() ? 0 : events.back().ts);
+  std::vector<double> values;
+  baselines.Score(*query.baseline, query.src, now, candidates, &values);
+  scores->resize(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    LinkScore& out = (*scores)[i];
+    out = LinkScore();
+    out.query = {query.src, candidates[i], now};
+    out.logit = static_cast<float>(values[i]);
+  }
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 // LinkRanker: TopK's logic, the same for the gRPC service and the in-process evaluation.
 //
-// Ranks destination candidates for one source at one time by the model's logit: the default
+// Ranks destination candidates for one source at one time by the model's logit (or a
+// baseline's score, for A/B comparisons through the same API): the default
 // candidates are every node the engine has seen as a destination; `exclude_seen` drops every
 // destination the source met before `at`; candidates are scored in chunks of at most
 // `max_score_pairs` through the caller's scoring function (the service's batcher, or the engine
@@ -12,9 +13,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "common/link_baselines.h"
 #include "common/status.h"
 #include "server/engine.h"
 
@@ -26,7 +29,13 @@ struct RankQuery {
   uint32_t k = 10;                   // results kept, best first
   std::vector<uint64_t> candidates;  // empty = every destination seen so far
   bool exclude_seen = false;
+  // Set: rank with this built-in baseline (common/link_baselines.h) instead of the model, from
+  // the neighbour index: src's whole history before `at`, each candidate's latest interactions.
+  std::optional<Baseline> baseline;
 };
+
+// Popularity's half-life for served baselines.
+inline constexpr double kServedPopularityHalfLifeSeconds = 86400;
 
 struct RankResult {
   std::vector<LinkScore> top;  // at most k, best first
@@ -44,6 +53,9 @@ class LinkRanker {
   Status Rank(const RankQuery& query, const ScoreFunction& score, RankResult* result) const;
 
  private:
+  // query.baseline's scores of `candidates` into *scores (LinkScore.logit).
+  Status ScoreByBaseline(const RankQuery& query, std::span<const uint64_t> candidates,
+                         std::vector<LinkScore>* scores) const;
   const Engine& engine_;
   size_t max_score_pairs_;
 };

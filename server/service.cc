@@ -237,7 +237,25 @@ grpc::Status TemporalLinkService::HandleTopK(grpc::ServerContext* context,
                   request->at(),
                   request->k(),
                   {request->candidates().begin(), request->candidates().end()},
-                  request->exclude_seen()};
+                  request->exclude_seen(),
+                  std::nullopt};
+  switch (request->ranker()) {
+    case tlp::v1::RANKER_MODEL:
+      break;
+    case tlp::v1::RANKER_RECENCY_POPULARITY:
+      query.baseline = Baseline::kRecency;
+      break;
+    case tlp::v1::RANKER_EDGEBANK:
+      query.baseline = Baseline::kEdgeBank;
+      break;
+    case tlp::v1::RANKER_POPULARITY:
+      query.baseline = Baseline::kPopularity;
+      break;
+    default:
+      return {grpc::StatusCode::INVALID_ARGUMENT, "field 'ranker' is " +
+                                                      std::to_string(request->ranker()) +
+                                                      ", not one of tlp.v1.Ranker's values"};
+  }
   RankResult ranked;
   Status status = LinkRanker(*engine, limits_.max_score_pairs)
                       .Rank(

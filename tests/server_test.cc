@@ -192,6 +192,30 @@ TEST_F(DaemonTest, IngestsScoresAndReportsMetrics) {
     EXPECT_EQ(unseen.results_size(), 0);
   }
 
+  // The built-in baselines through the same call. Node 1 met 102 last (t = 350), then 100
+  // (300), then 101 (250).
+  topk.set_exclude_seen(false);
+  topk.set_k(3);
+  topk.set_ranker(tlp::v1::RANKER_RECENCY_POPULARITY);
+  {
+    grpc::ClientContext context;
+    tlp::v1::TopKResponse recent;
+    ASSERT_TRUE(stub->TopK(&context, topk, &recent).ok());
+    ASSERT_EQ(recent.results_size(), 3);
+    EXPECT_EQ(recent.results(0).dst(), 102u);
+    EXPECT_EQ(recent.results(1).dst(), 100u);
+    EXPECT_EQ(recent.results(2).dst(), 101u);
+    EXPECT_EQ(recent.results(0).probability(), 0.0f);  // a baseline's score is no probability
+  }
+  topk.set_ranker(static_cast<tlp::v1::Ranker>(17));
+  {
+    grpc::ClientContext context;
+    tlp::v1::TopKResponse refused;
+    const grpc::Status status = stub->TopK(&context, topk, &refused);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("'ranker'"), std::string::npos);
+  }
+
   tlp::v1::ModelInfoResponse info;
   {
     grpc::ClientContext context;
