@@ -15,6 +15,7 @@
 #include "model/training.h"
 #include "server/engine.h"
 #include "server/link_ranker.h"
+#include "server/service.h"
 
 namespace tlp::server {
 namespace {
@@ -193,7 +194,7 @@ class EngineReplayTarget : public ReplayTarget {
     query.k = k;
     RankResult result;
     Status status =
-        LinkRanker(engine_, kMaxScorePairs)
+        LinkRanker(engine_, ServiceLimits{}.max_score_pairs)
             .Rank(
                 query,
                 [&](std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
@@ -207,7 +208,6 @@ class EngineReplayTarget : public ReplayTarget {
   }
 
  private:
-  static constexpr size_t kMaxScorePairs = 10000;  // the daemon's default ScoreLinks limit
   Engine& engine_;
   std::string id_prefix_;
   EventBatch batch_;
