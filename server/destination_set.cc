@@ -1,6 +1,7 @@
 #include "server/destination_set.h"
 
 #include <algorithm>
+#include <mutex>
 
 namespace tlp::server {
 

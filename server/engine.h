@@ -1,36 +1,30 @@
-// Engine: the daemon's logic without the network. It owns the temporal store and the model,
-// keeps node memory in step with the durable event log, and scores links. The gRPC layer
-// (service.h) only translates protos to these calls, so everything here is testable directly.
+// Engine: the daemon's logic without the network. It owns the temporal store, the model and
+// its node memory, and scores links; the gRPC layer (service.h) only translates protos to these
+// calls, so everything here is testable directly.
 //
-// Determinism: memory is advanced in chunks aligned to store sequence numbers (events
-// [k*memory_batch + 1, (k+1)*memory_batch]), during live ingest and during replay alike, so
-// node memory after a restart equals memory from an uninterrupted run.
+// Its parts, each with its own header: the memory pipeline (memory_pipeline.h: the memory
+// thread that keeps node memory in step with the log, read-your-writes, determinism) with its
+// checkpointer (memory_checkpointer.h), the store-backed neighbour sampler (store_sampler.h),
+// the destination set (destination_set.h); TopK lives in the link ranker (link_ranker.h) over
+// Score. Ingest returns once events are durable; reads (Score, GetNode, AwaitMemory) first wait
+// until memory covers every complete chunk stored when they were called.
 //
-// Pipelining: Ingest returns once the events are durable; a memory thread applies them to the
-// model behind it, so appends and model updates overlap on different cores (they took turns on
-// one thread before: ingest ran at the sum of both costs, now at the larger). Reads stay
-// consistent with what was acknowledged: Score, GetNode and AwaitMemory first wait until memory
-// covers every complete chunk stored when they were called (read-your-writes). The memory queue
-// is bounded, so a model slower than the store pushes back on ingest instead of lagging
-// without limit.
+// Locks: one process-wide model mutex guards the model and its row cache, shared by scoring
+// and the memory thread (torch modules and the row cache are not thread-safe); ingest_mutex_
+// serialises writers.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <future>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "common/event_batch.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "server/destination_set.h"
+#include "server/memory_pipeline.h"
 #include "server/node_memory_cache.h"
 #include "storage/temporal_store.h"
 
@@ -81,17 +75,6 @@ struct EndpointMetrics {
   float attention_entropy = 0;
   uint32_t neighbors_used = 0;
   bool cold_start = false;
-};
-
-// Where the memory thread's time went since open, seconds: it is the ingest pipeline's slower
-// stage at scale, so these say what a faster pipeline has to shrink. Time waiting for work is
-// not counted.
-struct MemoryThreadSeconds {
-  double lookup = 0;    // node ids to cache rows, evictions chosen
-  double page_in = 0;   // misses' memory read from the store into rows
-  double page_out = 0;  // changed memory of evicted nodes copied aside
-  double apply = 0;     // the model's memory update (messages, GRU)
-  double snapshot = 0;  // checkpoint copies taken (the write runs on another thread)
 };
 
 struct LinkQuery {
@@ -164,89 +147,26 @@ class Engine {
   const storage::TemporalStore& store() const { return *store_; }
 
  private:
-  // Stored events on their way to the memory thread. Their sequences are consecutive:
-  // first_sequence, first_sequence + 1, ...
-  struct MemoryWork {
-    uint64_t first_sequence = 0;
-    std::vector<uint64_t> src, dst;
-    std::vector<double> ts;
-    std::vector<float> features;
-    size_t size() const { return src.size(); }
-  };
   Engine() = default;
   Status CheckSelfLoop(const EventBatch& batch, size_t i) const;  // the self-loop policy
-  // Hands batch events i with !skip[i] (an empty `skip` takes all), whose sequences follow
-  // first_sequence, to the memory thread, and records new destinations.
-  void QueueForMemory(const EventBatch& batch, uint64_t first_sequence,
-                      std::span<const uint8_t> skip = {});
-  void RunMemoryThread();
-  // The memory thread's read-ahead of node memory misses (NodeMemoryCache::AddPrefetched): the
-  // read in flight, and the last sequence of the queued work read ahead so far.
-  struct ReadAhead {
-    std::future<std::shared_ptr<const PrefetchedStates>> reading;
-    uint64_t through = 0;
-    std::vector<uint64_t> nodes;
-  };
-  // Hands the read in flight to the cache (waiting for it: it covers the work about to be
-  // applied), then starts reading what queued work after it will miss, on another thread.
-  void AdvanceReadAhead(ReadAhead* read_ahead);
-  // Adds one work item to the open chunk, flushing at every chunk boundary (memory thread).
-  void ApplyToMemory(const MemoryWork& work);
-  void FlushChunk();
-  void StopMemoryThread();
-  struct MemorySnapshot;
-  std::shared_ptr<const MemorySnapshot> TakeMemorySnapshot();  // copies, under the locks
-  Status WriteMemorySnapshot(const MemorySnapshot& snapshot);  // no locks, any thread
-  Status FinishBackgroundCheckpoint();  // waits for the one being written, if any
-  // Which model and chunk size made the stored node memory ("<fingerprint>/<memory_batch>"):
-  // memory from any other is not restored.
-  std::string MemoryModelTag() const;
-  // Restores the pending messages and destinations of the store's last memory checkpoint when
-  // it was made by this model (else clears it); sets *watermark (0 = none).
-  Status LoadMemoryCheckpoint(uint64_t* watermark);
 
   EngineOptions options_;
-  std::unique_ptr<storage::TemporalStore> store_;
-  std::shared_ptr<model::TemporalLinkModelImpl> model_;
-  std::unique_ptr<StoreSampler> sampler_;
   std::string fingerprint_, device_name_;
-
-  DestinationSet destinations_;
-  std::atomic<bool> checkpoint_written_{true};  // the last checkpoint reached the store
-
-  // Writer -> memory thread hand-over. Guarded by memory_queue_mutex_; memory_through_ is
-  // also published here (memory_progress_) for AwaitMemory.
-  mutable std::mutex memory_queue_mutex_;
-  std::condition_variable memory_work_;      // queue not empty, or stopping
-  std::condition_variable memory_room_;      // queue has room
-  std::condition_variable memory_progress_;  // memory_through_ moved, or memory failed
-  std::deque<MemoryWork> memory_queue_;
-  std::vector<MemoryWork> spare_work_;  // recycled buffers: no allocation per batch when warm
-  size_t queued_memory_events_ = 0;
-  uint64_t published_through_ = 0;  // = memory_through_, readable under memory_queue_mutex_
-  bool stopping_memory_ = false;
-  Status memory_status_;  // first memory update failure
-  std::thread memory_thread_;
-  std::future<Status> background_checkpoint_;  // memory thread, then the destructor
-
-  // The model and its row cache are not thread-safe: scoring and memory updates take this lock.
-  // One lock for all engines of the process: the serial OpenBLAS that scripts/setup.sh pins is
-  // not safe for concurrent callers either (two engines in one test process computing at once
-  // gave logits off by ~1e-4 about once in 30 runs; OpenBLAS issue #2126 describes the same).
-  static std::mutex model_mutex_;
+  // Declared before the pipeline, which borrows them: destroyed after it.
+  std::unique_ptr<storage::TemporalStore> store_;
+  // Guarded by model_mutex_ (what they point to; not annotated: the analysis takes raw
+  // pointers only).
+  std::shared_ptr<model::TemporalLinkModelImpl> model_;
   std::unique_ptr<NodeMemoryCache> cache_;
-  std::mutex ingest_mutex_;
-  // Events stored but not yet applied to memory (the open chunk; memory thread only).
-  std::vector<uint64_t> chunk_src_, chunk_dst_;
-  std::vector<int64_t> chunk_src_rows_, chunk_dst_rows_;
-  std::vector<double> chunk_ts_;
-  std::vector<float> chunk_features_;
-  uint64_t events_applied_ = 0;
-  uint64_t applied_through_ = 0;  // sequence of the last event in the open chunk
-  uint64_t memory_through_ = 0;   // sequence of the last event in memory (model_mutex_)
-  MemoryThreadSeconds memory_thread_seconds_;  // model_mutex_
-  uint64_t checkpointed_at_events_ = 0;
-  std::atomic<int64_t> checkpointed_at_ms_{0};  // steady clock
+  std::unique_ptr<StoreSampler> sampler_;
+  DestinationSet destinations_;
+  std::unique_ptr<MemoryPipeline> pipeline_;
+
+  // One lock for all engines of the process: scoring and memory updates of two engines in one
+  // test process computing at once gave logits off by ~1e-4 about once in 30 runs (OpenBLAS
+  // issue #2126 describes BLAS calls that are not safe for concurrent callers).
+  static Mutex model_mutex_;
+  Mutex ingest_mutex_;
 };
 
 }  // namespace tlp::server
