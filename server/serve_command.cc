@@ -6,10 +6,13 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/blas_kernels.h"
 #include "common/thread_name.h"
@@ -260,13 +263,24 @@ void Daemon::Shutdown(double grace_seconds) {
 
 namespace {
 
-// TLPD_* environment variables override the built-in defaults and are overridden by flags.
+// Every option of `command` also reads TLPD_<LONG NAME> (upper case, '-' as '_'), so that each
+// is declared once, by its add_option or add_flag call: name, default, help and variable. The
+// variables override the built-in defaults and are overridden by the config file and flags.
 // CLI11 2.1 does not apply envname() to named subcommands before checking them, so the
 // environment is read here, as the option's default.
-CLI::Option* FromEnvironment(CLI::Option* option, const char* variable) {
-  if (const char* value = std::getenv(variable)) option->default_val(std::string(value));
-  option->description(option->get_description() + " [env " + variable + "]");
-  return option;
+void BindEnvironment(CLI::App* command) {
+  for (CLI::Option* option : command->get_options()) {
+    const std::vector<std::string>& names = option->get_lnames();
+    if (names.empty() || names.front() == "help") continue;
+    std::string variable = "TLPD_" + names.front();
+    for (char& c : variable) c = c == '-' ? '_' : static_cast<char>(std::toupper(c));
+    if (const char* value = std::getenv(variable.c_str())) {
+      // A flag's value as if given on the command line (TLPD_NO_SYNC=1 means --no-sync).
+      const bool flag = option->get_expected_min() == 0;
+      option->default_val(flag ? option->get_flag_value(names.front(), value) : std::string(value));
+    }
+    option->description(option->get_description() + " [env " + variable + "]");
+  }
 }
 
 }  // namespace
@@ -278,98 +292,69 @@ void AddServeCommand(CLI::App& app) {
       "Run the daemon: gRPC ingest and scoring, metrics. Options also come from TLPD_* "
       "environment variables and from `tlpd --config FILE.toml serve` ([serve] section, keys "
       "named as the long options); flags win over the file, which wins over the environment.");
-  FromEnvironment(serve->add_option("--listen", options.listen, "gRPC address host:port"),
-                  "TLPD_LISTEN");
-  FromEnvironment(serve->add_option("--metrics-listen", options.metrics_listen,
-                                    "Prometheus /metrics address host:port (empty = off)"),
-                  "TLPD_METRICS_LISTEN");
-  FromEnvironment(
-      serve->add_option("--data-dir", options.engine.data_dir, "RocksDB data directory"),
-      "TLPD_DATA_DIR");
-  FromEnvironment(
-      serve->add_option("--checkpoint", options.engine.checkpoint,
-                        "Model checkpoint (tlpd train --out); default <data-dir>/model.pt, "
-                        "trained from the bundled data on first start when missing"),
-      "TLPD_CHECKPOINT");
+  serve->add_option("--listen", options.listen, "gRPC address host:port");
+  serve->add_option("--metrics-listen", options.metrics_listen,
+                    "Prometheus /metrics address host:port (empty = off)");
+  serve->add_option("--data-dir", options.engine.data_dir, "RocksDB data directory");
+  serve->add_option("--checkpoint", options.engine.checkpoint,
+                    "Model checkpoint (tlpd train --out); default <data-dir>/model.pt, "
+                    "trained from the bundled data on first start when missing");
   serve->add_flag("!--no-bootstrap", options.bootstrap,
                   "Fail instead of training the bundled model when the checkpoint is missing");
-  FromEnvironment(serve->add_option("--bootstrap-data", options.bootstrap_data,
-                                    "Event file the first-start model is trained on (default: "
-                                    "the bundled Wikipedia stream)"),
-                  "TLPD_BOOTSTRAP_DATA");
-  FromEnvironment(
-      serve->add_option("--device", options.engine.device, "cpu or cuda:N (cpu when no GPU)"),
-      "TLPD_DEVICE");
-  FromEnvironment(serve->add_option("--lateness-seconds", options.engine.lateness_seconds,
-                                    "Accept events up to this much older than the newest"),
-                  "TLPD_LATENESS_SECONDS");
+  serve->add_option("--bootstrap-data", options.bootstrap_data,
+                    "Event file the first-start model is trained on (default: "
+                    "the bundled Wikipedia stream)");
+  serve->add_option("--device", options.engine.device, "cpu or cuda:N (cpu when no GPU)");
+  serve->add_option("--lateness-seconds", options.engine.lateness_seconds,
+                    "Accept events up to this much older than the newest");
   serve->add_flag("!--no-sync", options.engine.sync_writes,
                   "Do not fsync each batch (survives process crashes, not power loss)");
   serve->add_flag("--allow-self-loops", options.engine.allow_self_loops, "Accept src == dst");
   serve->add_flag("--rebuild-memory", options.engine.rebuild_memory,
                   "Discard the stored node memory and rebuild it from the whole event log");
-  FromEnvironment(serve->add_option("--threads", options.engine.torch_threads,
-                                    "Torch intra-op threads for scoring"),
-                  "TLPD_THREADS");
-  FromEnvironment(serve
-                      ->add_option("--memory-threads", options.engine.memory_threads,
-                                   "Intra-op threads for applying events to node memory")
-                      ->check(CLI::PositiveNumber),
-                  "TLPD_MEMORY_THREADS");
-  FromEnvironment(
-      serve->add_option(
-          "--checkpoint-every", options.engine.checkpoint_every_events,
-          "Write the node memory changed since the last checkpoint every this many events "
-          "(0 = only when the memory cache needs it and at shutdown)"),
-      "TLPD_CHECKPOINT_EVERY");
-  FromEnvironment(
-      serve->add_option("--checkpoint-seconds", options.engine.checkpoint_every_seconds,
-                        "Also checkpoint when this many seconds passed since the last one and "
-                        "events were applied since (0 = never by time)"),
-      "TLPD_CHECKPOINT_SECONDS");
-  FromEnvironment(
-      serve->add_option("--neighbor-cache-mb", options.engine.neighbor_cache_mb,
-                        "Memory for cached neighbour lists of recently active nodes; others are "
-                        "read from RocksDB"),
-      "TLPD_NEIGHBOR_CACHE_MB");
-  FromEnvironment(
-      serve->add_option("--block-cache-mb", options.engine.block_cache_mb,
-                        "RocksDB's block cache, shared by all column families: table blocks "
-                        "read for node memory misses and for neighbour lists beyond their cache"),
-      "TLPD_BLOCK_CACHE_MB");
-  FromEnvironment(
-      serve->add_option("--retain-freed-mb", options.retain_freed_mb,
-                        "Freed memory the allocator keeps for reuse (checked every second); "
-                        "above it, all of it goes back to the kernel. Kept pages spare training "
-                        "steps and requests the page faults of fresh memory"),
-      "TLPD_RETAIN_FREED_MB");
-  FromEnvironment(
-      serve->add_option_function<size_t>(
-          "--node-memory-cache-mb",
-          [](size_t mb) { options.engine.node_memory_cache_bytes = mb << 20; },
-          "Memory for resident node memory (~480 bytes a node at memory_dim 100); the rest is "
-          "read from the node state file when needed (default 1024)"),
-      "TLPD_NODE_MEMORY_CACHE_MB");
+  serve->add_option("--threads", options.engine.torch_threads,
+                    "Torch intra-op threads for scoring");
+  serve
+      ->add_option("--memory-threads", options.engine.memory_threads,
+                   "Intra-op threads for applying events to node memory")
+      ->check(CLI::PositiveNumber);
+  serve->add_option(
+      "--checkpoint-every", options.engine.checkpoint_every_events,
+      "Write the node memory changed since the last checkpoint every this many events "
+      "(0 = only when the memory cache needs it and at shutdown)");
+  serve->add_option("--checkpoint-seconds", options.engine.checkpoint_every_seconds,
+                    "Also checkpoint when this many seconds passed since the last one and "
+                    "events were applied since (0 = never by time)");
+  serve->add_option("--neighbor-cache-mb", options.engine.neighbor_cache_mb,
+                    "Memory for cached neighbour lists of recently active nodes; others are "
+                    "read from RocksDB");
+  serve->add_option("--block-cache-mb", options.engine.block_cache_mb,
+                    "RocksDB's block cache, shared by all column families: table blocks "
+                    "read for node memory misses and for neighbour lists beyond their cache");
+  serve->add_option("--retain-freed-mb", options.retain_freed_mb,
+                    "Freed memory the allocator keeps for reuse (checked every second); "
+                    "above it, all of it goes back to the kernel. Kept pages spare training "
+                    "steps and requests the page faults of fresh memory");
+  serve->add_option_function<size_t>(
+      "--node-memory-cache-mb",
+      [](size_t mb) { options.engine.node_memory_cache_bytes = mb << 20; },
+      "Memory for resident node memory (~480 bytes a node at memory_dim 100); the rest is "
+      "read from the node state file when needed (default 1024)");
   serve->add_option("--score-max-batch", options.batcher.max_batch_pairs,
                     "Most pairs one scoring pass takes from concurrent requests");
   serve->add_option_function<int64_t>(
       "--score-max-wait-us",
       [](int64_t us) { options.batcher.max_wait = std::chrono::microseconds(us); },
       "Longest a scoring request waits for others to share its pass (default 500)");
-  FromEnvironment(serve->add_option("--tls-cert", options.security.tls_cert,
-                                    "PEM certificate chain: serve gRPC over TLS"),
-                  "TLPD_TLS_CERT");
-  FromEnvironment(serve->add_option("--tls-key", options.security.tls_key, "PEM private key"),
-                  "TLPD_TLS_KEY");
-  FromEnvironment(serve->add_option("--tls-client-ca", options.security.tls_client_ca,
-                                    "PEM CA bundle: require client certificates (mutual TLS)"),
-                  "TLPD_TLS_CLIENT_CA");
-  FromEnvironment(serve->add_option("--token-file", options.security.token_file,
-                                    "Bearer tokens, one per line: tlp.v1 calls must present one"),
-                  "TLPD_TOKEN_FILE");
-  FromEnvironment(serve->add_option("--metrics-auth-file", options.security.metrics_auth_file,
-                                    "user:password lines: /metrics requires HTTP basic auth"),
-                  "TLPD_METRICS_AUTH_FILE");
+  serve->add_option("--tls-cert", options.security.tls_cert,
+                    "PEM certificate chain: serve gRPC over TLS");
+  serve->add_option("--tls-key", options.security.tls_key, "PEM private key");
+  serve->add_option("--tls-client-ca", options.security.tls_client_ca,
+                    "PEM CA bundle: require client certificates (mutual TLS)");
+  serve->add_option("--token-file", options.security.token_file,
+                    "Bearer tokens, one per line: tlp.v1 calls must present one");
+  serve->add_option("--metrics-auth-file", options.security.metrics_auth_file,
+                    "user:password lines: /metrics requires HTTP basic auth");
   serve->add_option("--ingest-queue-events", options.writer.max_queued_events,
                     "Events that may wait for the writer; beyond, RESOURCE_EXHAUSTED");
   serve->add_option("--ingest-max-append", options.writer.max_append_events,
@@ -378,26 +363,23 @@ void AddServeCommand(CLI::App& app) {
       "--ingest-linger-us",
       [](int64_t us) { options.writer.linger = std::chrono::microseconds(us); },
       "How long the writer waits to group more submissions (default 0: only what queued)");
-  FromEnvironment(serve->add_option("--kafka-brokers", options.kafka.brokers,
-                                    "Consume events from Kafka (bootstrap servers host:port,...) "
-                                    "instead of accepting gRPC ingest"),
-                  "TLPD_KAFKA_BROKERS");
-  FromEnvironment(serve->add_option("--kafka-topic", options.kafka.topic,
-                                    "Topic of edge events (EdgeEvent protobuf or JSON)"),
-                  "TLPD_KAFKA_TOPIC");
-  FromEnvironment(serve->add_option("--kafka-group", options.kafka.group_id,
-                                    "Consumer group applied offsets are committed to, for lag "
-                                    "monitoring; one per replica"),
-                  "TLPD_KAFKA_GROUP");
-  FromEnvironment(serve->add_option("--kafka-dead-letter-topic", options.kafka.dead_letter_topic,
-                                    "Where malformed or invalid records go, with the reason "
-                                    "(default <topic>.dead-letter)"),
-                  "TLPD_KAFKA_DEAD_LETTER_TOPIC");
+  serve->add_option("--kafka-brokers", options.kafka.brokers,
+                    "Consume events from Kafka (bootstrap servers host:port,...) "
+                    "instead of accepting gRPC ingest");
+  serve->add_option("--kafka-topic", options.kafka.topic,
+                    "Topic of edge events (EdgeEvent protobuf or JSON)");
+  serve->add_option("--kafka-group", options.kafka.group_id,
+                    "Consumer group applied offsets are committed to, for lag "
+                    "monitoring; one per replica");
+  serve->add_option("--kafka-dead-letter-topic", options.kafka.dead_letter_topic,
+                    "Where malformed or invalid records go, with the reason "
+                    "(default <topic>.dead-letter)");
   serve->add_option("--kafka-property", options.kafka.properties,
                     "Extra librdkafka setting key=value (security.protocol, sasl.*, ...); "
                     "repeatable");
   serve->add_option("--kafka-batch", options.kafka.max_batch_events,
                     "Most Kafka events per durable append");
+  BindEnvironment(serve);
   serve->callback([] {
     // Block the stop signals in every thread; the main thread waits for them below.
     sigset_t signals;

@@ -11,8 +11,10 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -226,6 +228,30 @@ TEST_F(DaemonProcessTest, FirstStartTrainsAModelWhenThereIsNone) {
   EXPECT_EQ(info.architecture(), "tgn");
   EXPECT_EQ(info.edge_feature_dim(), 0u);
   EXPECT_EQ(Stream(*stub, 0, 500).accepted(), 500u);
+}
+
+TEST_F(DaemonProcessTest, EveryServeOptionReadsItsEnvironmentVariable) {
+  // Each option --x-y is listed with TLPD_X_Y.
+  FILE* help = popen(TLPD_BINARY " serve --help", "r");
+  ASSERT_NE(help, nullptr);
+  std::string text;
+  char buffer[4096];
+  while (size_t read = fread(buffer, 1, sizeof(buffer), help)) text.append(buffer, read);
+  pclose(help);
+  for (const char* option : {"--listen", "--no-sync", "--score-max-batch", "--ingest-linger-us",
+                             "--kafka-batch", "--allow-self-loops"}) {
+    std::string variable = std::string("TLPD_") + (option + 2);
+    for (char& c : variable) c = c == '-' ? '_' : static_cast<char>(std::toupper(c));
+    EXPECT_NE(text.find("[env " + variable + "]"), std::string::npos) << option << "\n" << text;
+  }
+  // A negated flag by its variable: TLPD_NO_BOOTSTRAP=1 acts as --no-bootstrap.
+  setenv("TLPD_NO_BOOTSTRAP", "1", 1);
+  DaemonProcess daemon(dir_, port_, metrics_port_, {"--device", "cpu"});
+  const int status = daemon.WaitExit(seconds(60));
+  unsetenv("TLPD_NO_BOOTSTRAP");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << status;
+  EXPECT_NE(Log().find((dir_ / "data" / "model.pt").string()), std::string::npos) << Log();
+  EXPECT_EQ(Log().find("training the bundled model"), std::string::npos) << Log();
 }
 
 double JsonNumber(const std::filesystem::path& file, const std::string& pointer) {

@@ -156,10 +156,13 @@ for manifest in sorted((root / "deploy" / "k8s").glob("*.yaml")):
         mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
         check("/var/lib/tlpd" in mounts, f"{name}: data volume not mounted at /var/lib/tlpd")
         env = {e["name"]: e for e in container.get("env", [])}
-        # Every TLPD_* variable must be one `tlpd serve` reads (server/serve_command.cc).
+        # Every TLPD_* variable must be one `tlpd serve` reads: TLPD_X_Y for each option
+        # --x-y (server/serve_command.cc, BindEnvironment).
         for variable in env:
             if variable.startswith("TLPD_"):
-                check(f'"{variable}"' in serve_source, f"{name}: tlpd reads no {variable}")
+                flag = "--" + variable[len("TLPD_"):].lower().replace("_", "-")
+                check(f'"{flag}"' in serve_source or f'"!{flag}"' in serve_source,
+                      f"{name}: tlpd reads no {variable} (no option {flag})")
         if "TLPD_KAFKA_BROKERS" in env:
             check("$(POD_NAME)" in env.get("TLPD_KAFKA_GROUP", {}).get("value", ""),
                   f"{name}: each Kafka replica needs its own consumer group (TLPD_KAFKA_GROUP)")
