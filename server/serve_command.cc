@@ -292,6 +292,7 @@ void AddServeCommand(CLI::App& app) {
       "Run the daemon: gRPC ingest and scoring, metrics. Options also come from TLPD_* "
       "environment variables and from `tlpd --config FILE.toml serve` ([serve] section, keys "
       "named as the long options); flags win over the file, which wins over the environment.");
+  serve->option_defaults()->always_capture_default();  // --help and docs show each default
   serve->add_option("--listen", options.listen, "gRPC address host:port");
   serve->add_option("--metrics-listen", options.metrics_listen,
                     "Prometheus /metrics address host:port (empty = off)");
