@@ -40,18 +40,13 @@ struct EngineOptions {
   int64_t memory_batch = 200;
   int torch_threads = 2;  // scoring's intra-op threads (process-wide in torch)
   // Intra-op threads of the memory thread's model updates. Its chunks are small (~400 rows): an
-  // OpenMP team forked per op waits on workers that the ingest writer and RocksDB keep off the
-  // cores, so one thread applies more events per second than two on a busy machine (30M
-  // generated events, 10M nodes, 2 cores).
+  // OpenMP team forked per op waits on workers that the writer and RocksDB keep off the cores.
   int memory_threads = 1;
-  // Node memory changed since the last checkpoint is written to the store (its node state file,
-  // committed atomically with the watermark it covers) every this many applied events, when the
-  // cache's evicted changed rows reach their bound, and on close; a restart replays only the log
-  // after it. Incremental: a checkpoint costs what changed, not the number of nodes. 0 = only on
-  // close and when the cache needs it. Each checkpoint rewrites every row changed since the last
-  // one (~95k rows per 100k events at 10M nodes, ~415k per 1M): 1M events between them wrote
-  // and compacted far less than 100k when node memory lived in RocksDB (30M generated events,
-  // 10M nodes, 2 cores: 429 -> 371 s) for a crash replay of at most ~1M events (~10 s).
+  // Node memory changed since the last checkpoint is written to the store every this many
+  // applied events, when the cache's evicted changed rows reach their bound, and on close
+  // (MemoryCheckpointer); a restart replays only the log after it. 0 = only on close and when
+  // the cache needs it. Each checkpoint costs what changed (~415k rows per 1M events at 10M
+  // nodes), so a longer interval writes less for a longer crash replay (~10 s per 1M events).
   uint64_t checkpoint_every_events = 1000000;
   // Also when this many seconds passed since the last one and events were applied since (a
   // slow stream would otherwise go hours between checkpoints). 0 = no time trigger.

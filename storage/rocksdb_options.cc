@@ -61,8 +61,8 @@ rocksdb::Options DatabaseOptions(size_t block_cache_bytes) {
   // keep their own checksum type, so stores written with CRC32C still open.
   table.checksum = rocksdb::kXXH3;
   // One cache for all families. RocksDB's default is a private 8 MiB one per table factory, and
-  // node memory misses then read each node_state block from a file (a read, a checksum and, on
-  // the last level, LZ4) at ~10 us a miss at 10M nodes (issue #11's scale runs).
+  // neighbour lookups beyond their cache then read each adjacency block from a file (a read, a
+  // checksum and, on the last level, LZ4) at every miss.
   table.block_cache = rocksdb::NewLRUCache(block_cache_bytes);
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   // One writer (TemporalStore serialises Append), which lets the memtable use insert hints.
