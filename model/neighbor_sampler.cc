@@ -68,4 +68,10 @@ void NeighborSampler::SamplePartners(std::span<const int64_t> nodes, std::span<c
   keys->assign(nodes.begin(), nodes.end());
 }
 
+void NeighborSampler::SamplePartnersByKey(std::span<const int64_t> keys,
+                                          std::span<const double> times, int64_t k,
+                                          NeighborBlock* out) const {
+  Sample(keys, times, k, out);
+}
+
 }  // namespace tlp::model

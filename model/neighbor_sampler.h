@@ -36,6 +36,10 @@ class NeighborSampler {
   // the indices themselves.
   virtual void SamplePartners(std::span<const int64_t> nodes, std::span<const double> times,
                               int64_t k, NeighborBlock* out, std::vector<int64_t>* keys) const;
+  // The partners (as keys) of nodes named by their keys (>= 0) from an earlier SamplePartners:
+  // the second hop of pair evidence. This default takes keys as indices.
+  virtual void SamplePartnersByKey(std::span<const int64_t> keys, std::span<const double> times,
+                                   int64_t k, NeighborBlock* out) const;
 };
 
 // In-memory, append-only temporal adjacency (both directions of every event), for training

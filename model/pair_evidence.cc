@@ -60,13 +60,118 @@ const Partner* Find(const std::vector<Partner>& partners, int64_t key) {
   return it != partners.end() && it->key == key ? &*it : nullptr;
 }
 
+// The source's most recent distinct partners whose own partners the second hop reads: a
+// bound on its cost (a TopK reads at most this many extra lists).
+constexpr size_t kMaxHopPartners = 32;
+
+// Counts of the nodes two hops from a source (its partners' partners but itself), sorted by key.
+struct Walks {
+  std::vector<std::pair<int64_t, int>> counts;
+
+  void Collect(const SecondHop& hop, int64_t position, int64_t source_key) {
+    counts.clear();
+    const int64_t k = hop.lists.slots;
+    for (int64_t q = hop.begin[position]; q < hop.end[position]; ++q) {
+      const int64_t slots = ValidSlots(hop.lists, q);
+      for (int64_t slot = 0; slot < slots; ++slot) {
+        const int64_t w = hop.lists.nodes[static_cast<size_t>(q * k + slot)];
+        if (w != source_key) counts.push_back({w, 1});
+      }
+    }
+    std::sort(counts.begin(), counts.end());
+    size_t kept = 0;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      if (kept > 0 && counts[kept - 1].first == counts[i].first) {
+        ++counts[kept - 1].second;
+      } else {
+        counts[kept++] = counts[i];
+      }
+    }
+    counts.resize(kept);
+  }
+  int Count(int64_t key) const {
+    const auto it = std::lower_bound(counts.begin(), counts.end(), std::pair<int64_t, int>{key, 0});
+    return it != counts.end() && it->first == key ? it->second : 0;
+  }
+};
+
+// Occurrences of `key` in hop query q's list.
+int CountInList(const NeighborBlock& lists, int64_t q, int64_t key) {
+  const int64_t slots = ValidSlots(lists, q);
+  const size_t first = static_cast<size_t>(q * lists.slots);
+  int count = 0;
+  for (int64_t slot = 0; slot < slots; ++slot) count += lists.nodes[first + slot] == key;
+  return count;
+}
+
+// Features 16..18 of the pair (source position s, destination position d). Walks through the
+// destination itself (source - d - w - d) are left out: they restate that the two met.
+void AddWalks(const SecondHop& hop, const Walks& walks, const NeighborBlock& lists,
+              std::span<const int64_t> keys, int64_t s, int64_t d,
+              std::span<const int64_t> dst_distinct, float* out) {
+  const int64_t source_key = keys[static_cast<size_t>(s)];
+  const int64_t dst_key = keys[static_cast<size_t>(d)];
+  int64_t via_dst = -1;  // the destination's hop query, when it is one of the source's partners
+  for (int64_t q = hop.begin[s]; q < hop.end[s]; ++q) {
+    if (hop.keys[static_cast<size_t>(q)] == dst_key) via_dst = q;
+  }
+  auto through_others = [&](int64_t w) {
+    return walks.Count(w) - (via_dst >= 0 ? CountInList(hop.lists, via_dst, w) : 0);
+  };
+  const int64_t slots = ValidSlots(lists, d);
+  const size_t first = static_cast<size_t>(d * lists.slots);
+  double three = 0;
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    const int64_t w = lists.nodes[first + slot];
+    if (w != source_key) three += through_others(w);
+  }
+  int reached = 0;
+  for (const int64_t w : dst_distinct) reached += w != source_key && through_others(w) > 0;
+  out[16] = static_cast<float>(std::log1p(three));
+  if (!dst_distinct.empty()) {
+    out[17] = static_cast<float>(reached) / static_cast<float>(dst_distinct.size());
+  }
+  out[18] = static_cast<float>(std::log1p(walks.Count(dst_key)));
+}
+
 }  // namespace
+
+void PlanSecondHop(const NeighborBlock& lists, std::span<const int64_t> keys,
+                   std::span<const double> times, std::span<const int64_t> src_positions,
+                   SecondHop* hop) {
+  hop->keys.clear();
+  hop->times.clear();
+  hop->begin.assign(keys.size(), 0);
+  hop->end.assign(keys.size(), 0);
+  const int64_t k = lists.slots;
+  int64_t previous = -1;
+  for (const int64_t s : src_positions) {
+    if (s == previous || hop->end[s] > hop->begin[s]) continue;  // planned already
+    previous = s;
+    const auto at = static_cast<int64_t>(hop->keys.size());
+    hop->begin[s] = at;
+    const int64_t slots = ValidSlots(lists, s);
+    for (int64_t slot = 0; slot < slots; ++slot) {  // newest first
+      const int64_t partner = lists.nodes[static_cast<size_t>(s * k + slot)];
+      if (partner < 0) continue;
+      const auto planned = hop->keys.begin() + at;
+      if (std::find(planned, hop->keys.end(), partner) != hop->keys.end()) continue;
+      hop->keys.push_back(partner);
+      hop->times.push_back(times[static_cast<size_t>(s)]);
+      if (hop->keys.size() - static_cast<size_t>(at) == kMaxHopPartners) break;
+    }
+    hop->end[s] = static_cast<int64_t>(hop->keys.size());
+  }
+}
 
 void ComputePairEvidence(const NeighborBlock& lists, std::span<const int64_t> keys,
                          std::span<const double> times, std::span<const int64_t> src_positions,
-                         std::span<const int64_t> dst_positions, std::vector<float>* features) {
+                         std::span<const int64_t> dst_positions, const SecondHop* second_hop,
+                         std::vector<float>* features) {
   const size_t pairs = src_positions.size();
-  features->assign(pairs * kPairFeatures, 0.0f);
+  const int64_t width = second_hop != nullptr ? kPairFeatures + kPairWalkFeatures : kPairFeatures;
+  features->assign(pairs * static_cast<size_t>(width), 0.0f);
+  thread_local Walks walks;
   const int64_t k = lists.slots;
   // A TopK asks one source against every candidate: its partners are collected once.
   thread_local std::vector<Partner> partners;
@@ -91,8 +196,9 @@ void ComputePairEvidence(const NeighborBlock& lists, std::span<const int64_t> ke
       CollectPartners(lists, s, &partners);
       partners_of = s;
       source_slots = ValidSlots(lists, s);
+      if (second_hop != nullptr) walks.Collect(*second_hop, s, keys[static_cast<size_t>(s)]);
     }
-    float* out = features->data() + i * kPairFeatures;
+    float* out = features->data() + i * static_cast<size_t>(width);
     out[12] = static_cast<float>(std::log1p(static_cast<double>(source_slots)));
     if (source_slots > 0) {
       out[13] = static_cast<float>(partners.size()) / static_cast<float>(source_slots);
@@ -135,6 +241,12 @@ void ComputePairEvidence(const NeighborBlock& lists, std::span<const int64_t> ke
       shared += Find(partners, distinct[p]) != nullptr;
     }
     out[11] = static_cast<float>(std::log1p(shared));
+    if (second_hop != nullptr) {
+      AddWalks(*second_hop, walks, lists, keys, s, d,
+               std::span<const int64_t>(distinct).subspan(destination.begin,
+                                                          destination.end - destination.begin),
+               out);
+    }
   }
 }
 

@@ -35,6 +35,9 @@ std::string ModelConfig::ToString() const {
       << " attention_p=" << attention_p << " dropout=" << dropout;
   // Only when set, so that the fingerprints of models without it stay what they were.
   if (pair_neighbors > 0) out << " pair_neighbors=" << pair_neighbors;
+  if (pair_neighbors > 0 && pair_hop_neighbors > 0) {
+    out << " pair_hop_neighbors=" << pair_hop_neighbors;
+  }
   return out.str();
 }
 
@@ -99,11 +102,15 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
         MergeMlp(config.embedding_dim, input_dim, config.embedding_dim, config.embedding_dim)));
   }
   if (config.pair_neighbors < 0) throw std::invalid_argument("pair_neighbors must be >= 0");
+  if (config.pair_hop_neighbors < 0) {
+    throw std::invalid_argument("pair_hop_neighbors must be >= 0");
+  }
   // With pair evidence the destination side carries it: [z_dst, relu(W f)].
   const int64_t right_dim = config.embedding_dim * (config.pair_neighbors > 0 ? 2 : 1);
   if (config.pair_neighbors > 0) {
-    pair_encoder_ =
-        register_module("pair_encoder", torch::nn::Linear(kPairFeatures, config.embedding_dim));
+    pair_encoder_ = register_module(
+        "pair_encoder",
+        torch::nn::Linear(PairFeatureCount(config.pair_hop_neighbors), config.embedding_dim));
   }
   predictor_ = register_module("predictor",
                                MergeMlp(config.embedding_dim, right_dim, config.embedding_dim, 1));
@@ -305,13 +312,20 @@ torch::Tensor TemporalLinkModelImpl::PredictLinks(const torch::Tensor& embedding
     thread_local NeighborBlock lists;
     thread_local std::vector<int64_t> keys;
     thread_local std::vector<float> evidence;
+    thread_local SecondHop hop;
     sampler.SamplePartners(nodes, times, config_.pair_neighbors, &lists, &keys);
-    ComputePairEvidence(lists, keys, times, src_positions, dst_positions, &evidence);
-    const torch::Tensor features =
-        torch::from_blob(evidence.data(),
-                         {static_cast<int64_t>(src_positions.size()), kPairFeatures},
-                         torch::kFloat32)
-            .to(device(), /*non_blocking=*/false, /*copy=*/true);
+    const SecondHop* second_hop = nullptr;
+    if (config_.pair_hop_neighbors > 0) {
+      PlanSecondHop(lists, keys, times, src_positions, &hop);
+      sampler.SamplePartnersByKey(hop.keys, hop.times, config_.pair_hop_neighbors, &hop.lists);
+      second_hop = &hop;
+    }
+    ComputePairEvidence(lists, keys, times, src_positions, dst_positions, second_hop, &evidence);
+    const torch::Tensor features = torch::from_blob(evidence.data(),
+                                                    {static_cast<int64_t>(src_positions.size()),
+                                                     PairFeatureCount(config_.pair_hop_neighbors)},
+                                                    torch::kFloat32)
+                                       .to(device(), /*non_blocking=*/false, /*copy=*/true);
     dst = torch::cat({dst, torch::relu(pair_encoder_(features))}, 1);
   }
   return predictor_(src, dst).squeeze(-1);

@@ -34,6 +34,10 @@ struct ModelConfig {
   // > 0: the predictor also sees pair evidence (model/pair_evidence.h) from each endpoint's
   // this many most recent interactions; 0 = embeddings alone (a plain TGN / TGAT).
   int64_t pair_neighbors = 64;
+  // > 0 (with pair evidence): also the walks of up to three hops between the endpoints, through
+  // each of the source's distinct partners' this many most recent interactions
+  // (model/pair_evidence.h); 0 = none.
+  int64_t pair_hop_neighbors = 32;
 
   bool has_memory() const { return architecture == "tgn"; }
   // One line, stable order; part of the fingerprint.

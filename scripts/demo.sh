@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end on a fresh Debian 12 machine: set up, build, start the daemon on the
 # bundled Wikipedia stream (on first start it trains TGN + Mass-Aware Attention, p = 1.1, with
-# pair evidence, up to 3 epochs kept by validation MRR, and reuses that model afterwards), replay
+# pair evidence, up to 6 epochs kept by validation MRR, and reuses that model afterwards), replay
 # the stream through it over gRPC with progress: history first, then the test period scored
 # before each batch is ingested, the first 5,000 test events also ranked one-vs-all by TopK
 # beside the built-in baselines; print the results table, a few scores with their representation

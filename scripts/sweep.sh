@@ -22,7 +22,7 @@ for dataset in $datasets; do
         [ -f "$out/$name.json" ] && continue
         echo "build/server/tlpd train --data ${files[$dataset]} --architecture $architecture --p $p" \
              "--seed $seed --epochs $epochs --threads 1 --mrr-queries 200 --pair-neighbors 0" \
-             "--selection-queries 0 --out $out/$name.pt --json-out $out/$name.json > $out/$name.log 2>&1"
+             "--selection-queries 0 --learning-rate 1e-4 --out $out/$name.pt --json-out $out/$name.json > $out/$name.log 2>&1"
       done
     done
   done

@@ -40,7 +40,7 @@ Status PrepareModel(const ServeOptions& options, std::string* checkpoint) {
                             "' and no data to train one (pass --checkpoint or --bootstrap-data)");
   }
   spdlog::warn(
-      "no model at {}: training the bundled model on {} (up to 3 epochs; a minute or two on 2 "
+      "no model at {}: training the bundled model on {} (up to 6 epochs; a minute or two on 2 "
       "cores); health stays NOT_SERVING until it is done",
       *checkpoint, data);
   std::error_code error;

@@ -62,18 +62,31 @@ void StoreSampler::SamplePartners(std::span<const int64_t> rows, std::span<const
                                   int64_t k, model::NeighborBlock* out,
                                   std::vector<int64_t>* keys) const {
   thread_local std::vector<uint64_t> ids;
-  thread_local storage::NeighborLists lists;
   ids.resize(rows.size());
   keys->resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     ids[i] = cache_.NodeOf(rows[i]);
     (*keys)[i] = rows[i] == 0 ? -1 : static_cast<int64_t>(ids[i]);
   }
-  out->Reset(static_cast<int64_t>(rows.size()), k, /*edge_feature_dim=*/0);
+  ReadPartners(ids, times, k, *keys, out);
+}
+
+void StoreSampler::SamplePartnersByKey(std::span<const int64_t> keys, std::span<const double> times,
+                                       int64_t k, model::NeighborBlock* out) const {
+  thread_local std::vector<uint64_t> ids;
+  ids.assign(keys.begin(), keys.end());
+  ReadPartners(ids, times, k, keys, out);
+}
+
+void StoreSampler::ReadPartners(std::span<const uint64_t> ids, std::span<const double> times,
+                                int64_t k, std::span<const int64_t> keys,
+                                model::NeighborBlock* out) const {
+  thread_local storage::NeighborLists lists;
+  out->Reset(static_cast<int64_t>(ids.size()), k, /*edge_feature_dim=*/0);
   Status status = store_.neighbors().RecentBatch(ids, times, k, &lists);
   if (!status.ok()) throw std::runtime_error("neighbour lookup failed: " + status.ToString());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i] == 0) continue;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (keys[i] < 0) continue;
     for (uint32_t slot = 0; slot < lists.counts[i]; ++slot) {
       const size_t cell = i * static_cast<size_t>(k) + slot;
       out->nodes[cell] = static_cast<int64_t>(lists.neighbors[cell].node);

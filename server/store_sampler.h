@@ -25,8 +25,15 @@ class StoreSampler : public model::NeighborSampler {
   // is paged in for them.
   void SamplePartners(std::span<const int64_t> rows, std::span<const double> times, int64_t k,
                       model::NeighborBlock* out, std::vector<int64_t>* keys) const override;
+  // Keys are client node ids; read from the neighbour index alone, like SamplePartners.
+  void SamplePartnersByKey(std::span<const int64_t> keys, std::span<const double> times, int64_t k,
+                           model::NeighborBlock* out) const override;
 
  private:
+  // The partners of `ids` (skipping those whose key is < 0) into *out, by key.
+  void ReadPartners(std::span<const uint64_t> ids, std::span<const double> times, int64_t k,
+                    std::span<const int64_t> keys, model::NeighborBlock* out) const;
+
   const storage::TemporalStore& store_;
   NodeMemoryCache& cache_;
 };

@@ -32,7 +32,7 @@ class PairEvidenceTest : public ::testing::Test {
     adjacency_.SamplePartners(nodes, times, 16, &lists, &keys);
     std::vector<float> features;
     ComputePairEvidence(lists, keys, times, std::vector<int64_t>{0}, std::vector<int64_t>{1},
-                        &features);
+                        nullptr, &features);
     EXPECT_EQ(features.size(), static_cast<size_t>(kPairFeatures));
     return features;
   }
@@ -81,6 +81,66 @@ TEST_F(PairEvidenceTest, SourceActivityAndDestinationFreshness) {
   // 2's newest interaction (with 3) was 30 minutes ago.
   EXPECT_NEAR(f[14], std::exp(-0.5), 1e-6);
   EXPECT_NEAR(f[15], std::exp(-1800.0 / kDay), 1e-6);
+}
+
+// Users 0, 3, 4, 8 edit pages 1, 2, 5, 6, 7: 0 edited 1 and 2; 3 edited 1, 2 and 5; 4 edited 1
+// and 6; 8 edited 7 alone.
+class PairWalksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::pair<int64_t, int64_t> edits[] = {{0, 1}, {0, 2}, {3, 1}, {3, 2},
+                                                 {3, 5}, {4, 1}, {4, 6}, {8, 7}};
+    double ts = kT - kDay;
+    for (const auto& [user, page] : edits) adjacency_.Add(user, page, ts += 60);
+  }
+  // Evidence of (0, dst) at kT, with the second hop.
+  std::vector<float> Evidence(int64_t dst) {
+    const std::vector<int64_t> nodes = {0, dst}, src_positions = {0}, dst_positions = {1};
+    const std::vector<double> times = {kT, kT};
+    NeighborBlock lists;
+    std::vector<int64_t> keys;
+    adjacency_.SamplePartners(nodes, times, 16, &lists, &keys);
+    SecondHop hop;
+    PlanSecondHop(lists, keys, times, src_positions, &hop);
+    EXPECT_EQ(hop.keys, (std::vector<int64_t>{2, 1}));  // 0's partners, newest first
+    adjacency_.SamplePartnersByKey(hop.keys, hop.times, 16, &hop.lists);
+    std::vector<float> features;
+    ComputePairEvidence(lists, keys, times, src_positions, dst_positions, &hop, &features);
+    EXPECT_EQ(features.size(), static_cast<size_t>(kPairFeatures + kPairWalkFeatures));
+    return features;
+  }
+  static constexpr double kT = 100 * kDay;
+  TemporalAdjacency adjacency_;
+};
+
+TEST_F(PairWalksTest, CountsWalksOfThreeHopsToAnUnmetPage) {
+  // 0-1-3-5 and 0-2-3-5.
+  const std::vector<float> five = Evidence(5);
+  EXPECT_EQ(five[0], 0);
+  EXPECT_FLOAT_EQ(five[16], std::log1p(2.0f));
+  EXPECT_FLOAT_EQ(five[17], 1.0f);  // its one editor is reached
+  // 0-1-4-6 only.
+  const std::vector<float> six = Evidence(6);
+  EXPECT_FLOAT_EQ(six[16], std::log1p(1.0f));
+  // 7's editor shares nothing with 0.
+  const std::vector<float> seven = Evidence(7);
+  EXPECT_EQ(seven[16], 0);
+  EXPECT_EQ(seven[17], 0);
+}
+
+TEST_F(PairWalksTest, WalksThroughTheDestinationItselfAreLeftOut) {
+  // 1's editors: 0 (the source), 3 (reached through 2 as well), 4 (through 1 alone).
+  const std::vector<float> f = Evidence(1);
+  EXPECT_EQ(f[0], 1);
+  EXPECT_FLOAT_EQ(f[16], std::log1p(1.0f));  // 0-2-3-1
+  EXPECT_FLOAT_EQ(f[17], 1.0f / 3.0f);
+}
+
+TEST_F(PairWalksTest, CountsPartnersOfPartners) {
+  // User 3 is two hops from user 0 twice (through 1 and 2), user 4 once.
+  EXPECT_FLOAT_EQ(Evidence(3)[18], std::log1p(2.0f));
+  EXPECT_FLOAT_EQ(Evidence(4)[18], std::log1p(1.0f));
+  EXPECT_EQ(Evidence(8)[18], 0);
 }
 
 }  // namespace
