@@ -340,56 +340,43 @@ grpc::Status TemporalLinkService::Counted(const char* method, grpc::Status statu
   return status;
 }
 
-grpc::Status TemporalLinkService::Authorize(const grpc::ServerContext& context) const {
-  return authenticator_ ? authenticator_->Check(context) : grpc::Status::OK;
-}
-
 grpc::Status TemporalLinkService::IngestEvents(grpc::ServerContext* context,
                                                grpc::ServerReader<tlp::v1::EdgeEvent>* reader,
                                                tlp::v1::IngestSummary* summary) {
-  grpc::Status status = Authorize(*context);
-  if (status.ok()) status = HandleIngestEvents(context, reader, summary);
-  return Counted("IngestEvents", status);
+  return Guarded("IngestEvents", *context,
+                 [&] { return HandleIngestEvents(context, reader, summary); });
 }
 
 grpc::Status TemporalLinkService::IngestBatch(grpc::ServerContext* context,
                                               const tlp::v1::IngestBatchRequest* request,
                                               tlp::v1::IngestSummary* summary) {
-  grpc::Status status = Authorize(*context);
-  if (status.ok()) status = HandleIngestBatch(context, request, summary);
-  return Counted("IngestBatch", status);
+  return Guarded("IngestBatch", *context,
+                 [&] { return HandleIngestBatch(context, request, summary); });
 }
 
 grpc::Status TemporalLinkService::ScoreLinks(grpc::ServerContext* context,
                                              const tlp::v1::ScoreRequest* request,
                                              tlp::v1::ScoreResponse* response) {
-  grpc::Status status = Authorize(*context);
-  if (status.ok()) status = HandleScoreLinks(context, request, response);
-  return Counted("ScoreLinks", status);
+  return Guarded("ScoreLinks", *context,
+                 [&] { return HandleScoreLinks(context, request, response); });
 }
 
 grpc::Status TemporalLinkService::TopK(grpc::ServerContext* context,
                                        const tlp::v1::TopKRequest* request,
                                        tlp::v1::TopKResponse* response) {
-  grpc::Status status = Authorize(*context);
-  if (status.ok()) status = HandleTopK(context, request, response);
-  return Counted("TopK", status);
+  return Guarded("TopK", *context, [&] { return HandleTopK(context, request, response); });
 }
 
 grpc::Status TemporalLinkService::GetNodeState(grpc::ServerContext* context,
                                                const tlp::v1::NodeStateRequest* request,
                                                tlp::v1::NodeStateResponse* response) {
-  grpc::Status status = Authorize(*context);
-  if (status.ok()) status = HandleGetNodeState(request, response);
-  return Counted("GetNodeState", status);
+  return Guarded("GetNodeState", *context, [&] { return HandleGetNodeState(request, response); });
 }
 
 grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext* context,
                                                const tlp::v1::ModelInfoRequest*,
                                                tlp::v1::ModelInfoResponse* response) {
-  grpc::Status status = Authorize(*context);
-  if (status.ok()) status = HandleGetModelInfo(response);
-  return Counted("GetModelInfo", status);
+  return Guarded("GetModelInfo", *context, [&] { return HandleGetModelInfo(response); });
 }
 
 }  // namespace tlp::server

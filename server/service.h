@@ -66,7 +66,14 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
                                   tlp::v1::NodeStateResponse* response);
   grpc::Status HandleGetModelInfo(tlp::v1::ModelInfoResponse* response);
   grpc::Status Counted(const char* method, grpc::Status status);
-  grpc::Status Authorize(const grpc::ServerContext& context) const;
+  // Every tlp.v1 call goes through here: the caller's credentials are checked (when tokens are
+  // required), then `handle` runs, then the outcome is counted by method and code.
+  template <typename Handler>
+  grpc::Status Guarded(const char* method, const grpc::ServerContext& context, Handler&& handle) {
+    grpc::Status status = authenticator_ ? authenticator_->Check(context) : grpc::Status::OK;
+    if (status.ok()) status = handle();
+    return Counted(method, status);
+  }
 
   // Makes `batch` durable through the writer and adds its counts to `summary`; `first_index`
   // offsets error messages. A full queue adds the trailer `retry-after-ms`.

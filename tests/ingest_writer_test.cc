@@ -1,6 +1,5 @@
-// The engine's two queues over a real Engine (RocksDB in a temp dir, a small model): the single
-// ingest writer (group commit across concurrent callers, isolation of a bad submission,
-// back-pressure) and the score batcher's deadlines.
+// The ingest writer over a real Engine (RocksDB in a temp dir, a small model): group commit
+// across concurrent callers, isolation of a bad submission, back-pressure, named threads.
 #include "server/ingest_writer.h"
 
 #include <gtest/gtest.h>
@@ -14,43 +13,12 @@
 
 #include "model/checkpoint.h"
 #include "server/score_batcher.h"
-#include "tests/test_model.h"
+#include "tests/engine_fixture.h"
 
 namespace tlp::server {
 namespace {
 
-class IngestWriterTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = testing::FreshDirectory(std::string("tlp_writer_") +
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    ASSERT_TRUE(testing::WriteSmallModel(dir_ / "model.pt", 8, 1).ok());
-    EngineOptions options;
-    options.data_dir = (dir_ / "data").string();
-    options.checkpoint = (dir_ / "model.pt").string();
-    options.sync_writes = false;
-    options.memory_batch = 4;
-    const Status status = Engine::Open(options, &engine_);
-    ASSERT_TRUE(status.ok()) << status.ToString();
-  }
-  void TearDown() override {
-    engine_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  // `count` events of client `client`, ids "c<client>-<i>", timestamps from `first_ts`.
-  static EventBatch ClientBatch(int client, int count, double first_ts) {
-    EventBatch batch;
-    for (int i = 0; i < count; ++i) {
-      batch.Add(1 + client, 100 + i % 7, first_ts + i, {},
-                "c" + std::to_string(client) + "-" + std::to_string(i));
-    }
-    return batch;
-  }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<Engine> engine_;
-};
+using IngestWriterTest = testing::EngineTest;
 
 TEST_F(IngestWriterTest, GroupsConcurrentSubmissionsIntoOneAppend) {
   constexpr int kClients = 8, kEvents = 25;
@@ -185,37 +153,6 @@ TEST_F(IngestWriterTest, FullQueueIsRefusedWithARetryHint) {
   EXPECT_EQ(engine_->store().last_sequence(), 130u);
 }
 
-TEST_F(IngestWriterTest, ScoreBatcherDropsRequestsWhoseDeadlinePassedInTheQueue) {
-  ScoreBatcherOptions options;
-  options.max_wait = std::chrono::milliseconds(300);  // the batch closes after the deadline
-  ScoreBatcher batcher(*engine_, options);
-  const std::vector<LinkQuery> queries = {{1, 100, 0}, {2, 101, 0}};
-  std::vector<LinkScore> scores;
-  const Status expired = batcher.Score(
-      queries, &scores, std::chrono::system_clock::now() + std::chrono::milliseconds(20));
-  EXPECT_EQ(expired.code(), Status::Code::kDeadlineExceeded) << expired.ToString();
-  EXPECT_TRUE(scores.empty());
-  const Status in_time =
-      batcher.Score(queries, &scores, std::chrono::system_clock::now() + std::chrono::seconds(30));
-  ASSERT_TRUE(in_time.ok()) << in_time.ToString();
-  EXPECT_EQ(scores.size(), 2u);
-}
-
-// A request large enough to fill a pass on its own does not wait for others to join it.
-TEST_F(IngestWriterTest, ScoreBatcherRunsALargeRequestWithoutWaiting) {
-  ScoreBatcherOptions options;
-  options.max_wait = std::chrono::seconds(60);
-  options.run_at_once_pairs = 8;
-  ScoreBatcher batcher(*engine_, options);
-  std::vector<LinkQuery> queries;
-  for (uint64_t i = 0; i < 8; ++i) queries.push_back({1, 100 + i, 0});
-  std::vector<LinkScore> scores;
-  const auto begin = std::chrono::steady_clock::now();
-  ASSERT_TRUE(batcher.Score(queries, &scores).ok());
-  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(30));
-  EXPECT_EQ(scores.size(), 8u);
-}
-
 // The daemon's long-lived threads carry names (top -H, perf, gdb): here the engine's memory
 // thread and the two queues' workers.
 TEST_F(IngestWriterTest, WorkerThreadsAreNamed) {
@@ -238,33 +175,6 @@ TEST_F(IngestWriterTest, WorkerThreadsAreNamed) {
   EXPECT_EQ(names.count("tlpd-memory"), 1u);
   EXPECT_EQ(names.count("tlpd-writer"), 1u);
   EXPECT_EQ(names.count("tlpd-scorer"), 1u);
-}
-
-TEST_F(IngestWriterTest, MemoryCheckpointOfAnotherModelIsNotUsed) {
-  const EventBatch events = ClientBatch(0, 40, 1.0);
-  storage::AppendResult result;
-  ASSERT_TRUE(engine_->Ingest(events, &result).ok());
-  engine_.reset();  // writes a memory checkpoint of this model into the store
-  // Another model (other weights) on the same data dir, and on a fresh one fed the same events.
-  ASSERT_TRUE(testing::WriteSmallModel(dir_ / "other.pt", 8, 2).ok());
-  EngineOptions options;
-  options.checkpoint = (dir_ / "other.pt").string();
-  options.sync_writes = false;
-  options.memory_batch = 4;
-  options.data_dir = (dir_ / "data").string();
-  std::unique_ptr<Engine> reopened, fresh;
-  ASSERT_TRUE(Engine::Open(options, &reopened).ok());
-  options.data_dir = (dir_ / "fresh").string();
-  ASSERT_TRUE(Engine::Open(options, &fresh).ok());
-  ASSERT_TRUE(fresh->Ingest(events, &result).ok());
-  NodeInfo replayed, clean;
-  ASSERT_TRUE(reopened->GetNode(1, 0, &replayed).ok());
-  ASSERT_TRUE(fresh->GetNode(1, 0, &clean).ok());
-  ASSERT_FALSE(clean.memory.empty());
-  ASSERT_EQ(replayed.memory.size(), clean.memory.size());
-  for (size_t i = 0; i < clean.memory.size(); ++i)
-    EXPECT_FLOAT_EQ(replayed.memory[i], clean.memory[i]);
-  EXPECT_EQ(reopened->Info().events_applied, 40u);
 }
 
 }  // namespace
