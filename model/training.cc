@@ -155,16 +155,23 @@ Trainer::Trainer(TemporalLinkModel model, const TemporalDataset& dataset, const 
   }
   train_destinations_ = UniqueSorted(std::move(train_dst));
   all_destinations_ = UniqueSorted(dataset.dst);
-  std::vector<int64_t> before_validation;
-  for (int64_t i = 0; i < dataset.events() && dataset.ts[i] < split.validation_time; ++i) {
-    before_validation.push_back(dataset.dst[i]);
-  }
-  validation_candidates_ = UniqueSorted(std::move(before_validation));
-  candidate_position_.assign(static_cast<size_t>(dataset.nodes()), -1);
-  for (size_t i = 0; i < validation_candidates_.size(); ++i) {
-    candidate_position_[static_cast<size_t>(validation_candidates_[i])] = static_cast<int64_t>(i);
-  }
+  validation_candidates_ = CandidatesBefore(split.validation_time);
+  test_candidates_ = CandidatesBefore(split.test_time);
   all_sources_ = UniqueSorted(dataset.src);
+}
+
+Trainer::RankingCandidates Trainer::CandidatesBefore(double time) const {
+  std::vector<int64_t> before;
+  for (int64_t i = 0; i < dataset_.events() && dataset_.ts[i] < time; ++i) {
+    before.push_back(dataset_.dst[i]);
+  }
+  RankingCandidates candidates;
+  candidates.nodes = UniqueSorted(std::move(before));
+  candidates.position.assign(static_cast<size_t>(dataset_.nodes()), -1);
+  for (size_t i = 0; i < candidates.nodes.size(); ++i) {
+    candidates.position[static_cast<size_t>(candidates.nodes[i])] = static_cast<int64_t>(i);
+  }
+  return candidates;
 }
 
 std::span<const float> Trainer::FeaturesOf(int64_t event) const {
@@ -316,7 +323,9 @@ void Trainer::ReplayIntoMemory(const std::vector<int64_t>& events) {
 }
 
 void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluation,
-                          PeriodResult* result, int64_t ranking_queries) {
+                          PeriodResult* result, int64_t ranking_queries,
+                          const RankingCandidates* candidates) {
+  if (candidates == nullptr) candidates = &validation_candidates_;
   const Stopwatch watch;
   model_->eval();
   torch::NoGradGuard no_grad;
@@ -330,16 +339,17 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
   std::vector<double> times;
   std::unordered_set<uint64_t> batch_edges;
   const size_t stride =
-      ranking_queries > 0
+      ranking_queries < 0 ? 1
+      : ranking_queries > 0
           ? std::max<size_t>(1, events.size() / static_cast<size_t>(ranking_queries))
           : 0;
   std::vector<int64_t> ranking_nodes;
   std::vector<double> ranking_times;
   std::vector<double> ranking_scores;
   // Link j of a ranking call joins position 0 (the source) and position j + 1.
-  const std::vector<int64_t> ranking_sources(validation_candidates_.size(), 0);
+  const std::vector<int64_t> ranking_sources(candidates->nodes.size(), 0);
   const std::vector<int64_t> ranking_destinations =
-      Positions(1, static_cast<int64_t>(validation_candidates_.size()));
+      Positions(1, static_cast<int64_t>(candidates->nodes.size()));
   for (size_t begin = 0; begin < events.size(); begin += options_.batch_size) {
     const int64_t count =
         static_cast<int64_t>(std::min<size_t>(options_.batch_size, events.size() - begin));
@@ -436,14 +446,13 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
     // is applied (as its positives were scored).
     for (int64_t i = 0; stride > 0 && i < count; ++i) {
       if ((begin + static_cast<size_t>(i)) % stride != 0) continue;
-      const int64_t position = candidate_position_[static_cast<size_t>(batch.dst[i])];
+      const int64_t position = candidates->position[static_cast<size_t>(batch.dst[i])];
       if (position < 0) {
         result->one_vs_all.Add(0);  // a destination new in this period: no candidate
         continue;
       }
       ranking_nodes.assign(1, batch.src[i]);
-      ranking_nodes.insert(ranking_nodes.end(), validation_candidates_.begin(),
-                           validation_candidates_.end());
+      ranking_nodes.insert(ranking_nodes.end(), candidates->nodes.begin(), candidates->nodes.end());
       ranking_times.assign(ranking_nodes.size(), batch.ts[i]);
       const torch::Tensor ranked_z =
           model_->Embed(ranking_nodes, ranking_times, full_adjacency_).vectors;
@@ -509,7 +518,8 @@ EvaluationReport Trainer::Evaluate() {
   ReplayIntoMemory(split_.train);
   PeriodResult validation, test;
   ScorePeriod(split_.validation, /*full_evaluation=*/false, &validation);
-  ScorePeriod(split_.test, /*full_evaluation=*/true, &test);
+  ScorePeriod(split_.test, /*full_evaluation=*/true, &test, options_.test_ranking_queries,
+              &test_candidates_);
 
   EvaluationReport report;
   for (int s = 0; s < kNegativeStrategies; ++s) {
@@ -517,6 +527,7 @@ EvaluationReport Trainer::Evaluate() {
     report.inductive[s] = test.inductive[s].Finish();
   }
   report.mrr_queries = test.ranked;
+  report.one_vs_all = test.one_vs_all.Finish();
   report.mrr = test.ranked ? test.reciprocal_rank_sum / static_cast<double>(test.ranked) : 0;
   report.mean_representation_norm = test.embedded ? test.norm_sum / test.embedded : 0;
   report.mean_effective_neighbors =

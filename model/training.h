@@ -56,6 +56,10 @@ struct EvaluationReport {
   LinkFigures inductive[kNegativeStrategies];  // events touching a node unseen in training
   double mrr = 0;                              // against `mrr_negatives` random destinations
   int64_t mrr_queries = 0;
+  // Test events (TrainOptions::test_ranking_queries, evenly spread) ranked one-vs-all among
+  // every destination seen before the test period, ties counted half; a destination first seen
+  // in the test period counts as not ranked.
+  RankingFigures one_vs_all;
   double probe_r2 = 0;  // ridge probe embeddings -> log(1 + degree), held-out nodes
   int64_t probe_nodes = 0;
   double mean_representation_norm = 0;
@@ -79,6 +83,8 @@ struct TrainOptions {
   // before the validation period) after each epoch; the epoch with the best MRR is kept.
   // 0 = keep the epoch with the best validation AP instead.
   int64_t selection_queries = 500;
+  // Test events ranked one-vs-all by Evaluate (-1 = all, 0 = none).
+  int64_t test_ranking_queries = 2000;
   // Share of training negatives drawn from the source's own earlier partners (the rest are
   // random destinations).
   double historical_negatives = 0;
@@ -109,10 +115,17 @@ class Trainer {
  private:
   struct PeriodResult;
   EpochRecord TrainEpoch(int64_t epoch);
+  // The destinations a one-vs-all query ranks, and each node's position among them (-1).
+  struct RankingCandidates {
+    std::vector<int64_t> nodes;
+    std::vector<int64_t> position;
+  };
+  // Every destination of the events before `time`.
+  RankingCandidates CandidatesBefore(double time) const;
   // Scores events[begin, end) batch by batch and applies them to memory; ranks
-  // `ranking_queries` of them, evenly spread, one-vs-all among validation_candidates_.
+  // `ranking_queries` of them (-1 = all), evenly spread, one-vs-all among `candidates`.
   void ScorePeriod(const std::vector<int64_t>& events, bool full_evaluation, PeriodResult* result,
-                   int64_t ranking_queries = 0);
+                   int64_t ranking_queries = 0, const RankingCandidates* candidates = nullptr);
   void ReplayIntoMemory(const std::vector<int64_t>& events);
   double RunProbe(EvaluationReport* report);
   void Progress(const std::string& line) const;
@@ -130,9 +143,8 @@ class Trainer {
   std::vector<int64_t> train_destinations_;  // unique dst indices of training events
   std::vector<int64_t> all_destinations_;    // unique dst indices of the whole stream
   std::vector<int64_t> all_sources_;
-  // Destinations seen before the validation period, and each node's position among them (-1).
-  std::vector<int64_t> validation_candidates_;
-  std::vector<int64_t> candidate_position_;
+  RankingCandidates validation_candidates_;  // before the validation period
+  RankingCandidates test_candidates_;        // before the test period
   // Edge keys (src * nodes + dst) for historical / inductive negatives.
   std::unordered_set<uint64_t> training_edges_;
   std::unordered_set<uint64_t> seen_edges_;  // every edge applied to memory so far

@@ -53,7 +53,12 @@ void PrintReport(const model::EvaluationReport& report) {
                   f.pooled_ap, f.pooled_auc, static_cast<long long>(f.positives));
     }
   }
-  std::printf("MRR %.4f over %lld test queries; degree probe R^2 %.4f over %lld nodes\n",
+  const RankingFigures& ranking = report.one_vs_all;
+  std::printf(
+      "one-vs-all ranking (every destination seen before the test period, ties half): MRR %.4f  "
+      "Hits@1 %.4f  Hits@10 %.4f over %lld test events\n",
+      ranking.mrr, ranking.hits_at_1, ranking.hits_at_10, static_cast<long long>(ranking.queries));
+  std::printf("sampled MRR %.4f over %lld test queries; degree probe R^2 %.4f over %lld nodes\n",
               report.mrr, static_cast<long long>(report.mrr_queries), report.probe_r2,
               static_cast<long long>(report.probe_nodes));
   std::printf(
@@ -71,6 +76,10 @@ nlohmann::json ReportJson(const model::EvaluationReport& report) {
   }
   json["mrr"] = report.mrr;
   json["mrr_queries"] = report.mrr_queries;
+  json["one_vs_all"] = {{"mrr", report.one_vs_all.mrr},
+                        {"hits_at_1", report.one_vs_all.hits_at_1},
+                        {"hits_at_10", report.one_vs_all.hits_at_10},
+                        {"queries", report.one_vs_all.queries}};
   json["probe_r2"] = report.probe_r2;
   json["probe_nodes"] = report.probe_nodes;
   json["mean_representation_norm"] = report.mean_representation_norm;
@@ -107,6 +116,9 @@ void AddModelOptions(CLI::App* command, TrainSettings& s) {
   command->add_option("--mrr-queries", s.options.mrr_queries,
                       "Test positives ranked against sampled negatives for MRR (0 = skip)");
   command->add_option("--mrr-negatives", s.options.mrr_negatives, "Negatives per MRR query");
+  command->add_option("--test-ranking-queries", s.options.test_ranking_queries,
+                      "Offline protocol: test events ranked one-vs-all among every destination "
+                      "seen before the test period (-1 = all, 0 = none)");
   command->add_flag("!--no-probe", s.options.probe, "Skip the degree probe");
 }
 
