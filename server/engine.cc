@@ -15,6 +15,7 @@
 #include "model/checkpoint.h"
 #include "model/neighbor_sampler.h"
 #include "model/temporal_model.h"
+#include "server/status_error.h"
 #include "server/store_sampler.h"
 
 namespace tlp::server {
@@ -260,6 +261,8 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
       score.src_metrics = metrics(i);
       score.dst_metrics = metrics(count + i);
     }
+  } catch (const StatusError& error) {  // the store's own code (IO_ERROR, ...)
+    return Status(error.status().code(), "scoring failed: " + error.status().message());
   } catch (const std::exception& error) {
     return Status::Internal(std::string("scoring failed: ") + error.what());
   }

@@ -8,6 +8,7 @@
 
 #include "common/stopwatch.h"
 #include "common/thread_name.h"
+#include "server/status_error.h"
 
 namespace tlp::server {
 
@@ -125,6 +126,10 @@ void MemoryPipeline::Run() {
       try {
         AdvanceReadAhead(&read_ahead);
         Apply(work);
+      } catch (const StatusError& error) {  // the store's own code (IO_ERROR, ...)
+        failed =
+            Status(error.status().code(), "node memory update failed: " + error.status().message());
+        spdlog::error("{}", failed.ToString());
       } catch (const std::exception& error) {
         failed = Status::Internal(std::string("node memory update failed: ") + error.what());
         spdlog::error("{}", failed.ToString());
@@ -236,7 +241,7 @@ void MemoryPipeline::FlushChunk() {
   chunk_dst_rows_.resize(chunk_dst_.size());
   Status status = cache_->Rows(chunk_src_, chunk_src_rows_);
   if (status.ok()) status = cache_->Rows(chunk_dst_, chunk_dst_rows_);
-  if (!status.ok()) throw std::runtime_error(status.ToString());
+  if (!status.ok()) throw StatusError(status);
   const double page_in = cache_->page_in_seconds() - paged_in;
   const double page_out = cache_->page_out_seconds() - paged_out;
   seconds_.page_in += page_in;

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "server/status_error.h"
+
 namespace tlp::server {
 
 void StoreSampler::Sample(std::span<const int64_t> rows, std::span<const double> times, int64_t k,
@@ -25,7 +27,9 @@ void StoreSampler::Sample(std::span<const int64_t> rows, std::span<const double>
     for (int64_t slot = 0; slot < k; ++slot) out->ts[i * k + slot] = times[i];
   }
   Status status = store_.neighbors().RecentBatch(ids, times, k, &lists);
-  if (!status.ok()) throw std::runtime_error("neighbour lookup failed: " + status.ToString());
+  if (!status.ok()) {
+    throw StatusError(Status(status.code(), "neighbour lookup failed: " + status.message()));
+  }
   neighbor_ids.clear();
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] == 0) continue;
@@ -35,7 +39,9 @@ void StoreSampler::Sample(std::span<const int64_t> rows, std::span<const double>
   }
   neighbor_rows.resize(neighbor_ids.size());
   status = cache_.Rows(neighbor_ids, neighbor_rows);
-  if (!status.ok()) throw std::runtime_error("node memory load failed: " + status.ToString());
+  if (!status.ok()) {
+    throw StatusError(Status(status.code(), "node memory load failed: " + status.message()));
+  }
   size_t next = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] == 0) continue;
@@ -84,7 +90,9 @@ void StoreSampler::ReadPartners(std::span<const uint64_t> ids, std::span<const d
   thread_local storage::NeighborLists lists;
   out->Reset(static_cast<int64_t>(ids.size()), k, /*edge_feature_dim=*/0);
   Status status = store_.neighbors().RecentBatch(ids, times, k, &lists);
-  if (!status.ok()) throw std::runtime_error("neighbour lookup failed: " + status.ToString());
+  if (!status.ok()) {
+    throw StatusError(Status(status.code(), "neighbour lookup failed: " + status.message()));
+  }
   for (size_t i = 0; i < ids.size(); ++i) {
     if (keys[i] < 0) continue;
     for (uint32_t slot = 0; slot < lists.counts[i]; ++slot) {

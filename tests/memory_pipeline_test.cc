@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/temporal_model.h"
+#include "server/status_error.h"
 #include "tests/test_model.h"
 
 namespace tlp::server {
@@ -70,6 +71,7 @@ class MemoryPipelineTest : public ::testing::Test {
     memory_model.apply = [this](std::span<const int64_t> src, std::span<const int64_t> dst,
                                 std::span<const double> ts, std::span<const float> features) {
       if (fail_) throw std::runtime_error("injected");
+      if (storage_fails_) throw StatusError(Status::IoError("injected read error"));
       chunks_.push_back(src.size());
       model_->ApplyEvents(src, dst, ts, features);
     };
@@ -97,6 +99,7 @@ class MemoryPipelineTest : public ::testing::Test {
   std::unique_ptr<MemoryPipeline> pipeline_;
   std::vector<size_t> chunks_;
   bool fail_ = false;
+  bool storage_fails_ = false;
 };
 
 TEST_F(MemoryPipelineTest, ChunksFollowSequenceNumbersNotBatches) {
@@ -129,6 +132,18 @@ TEST_F(MemoryPipelineTest, AFailedUpdateReachesEveryReader) {
   Ingest(Events(10, 200));
   EXPECT_EQ(pipeline_->Drain().code(), Status::Code::kInternal);
   EXPECT_TRUE(chunks_.empty());
+}
+
+// A storage failure under the model (a StatusError from the store-backed sampler or the row
+// cache) keeps its code instead of turning into INTERNAL.
+TEST_F(MemoryPipelineTest, AStorageFailureKeepsItsCode) {
+  uint64_t watermark = 0;
+  ASSERT_TRUE(Start("model/8", &watermark).ok());
+  storage_fails_ = true;
+  Ingest(Events(10, 100));
+  const Status awaited = pipeline_->Await();
+  EXPECT_EQ(awaited.code(), Status::Code::kIoError) << awaited.ToString();
+  EXPECT_NE(awaited.message().find("injected read error"), std::string::npos);
 }
 
 TEST_F(MemoryPipelineTest, ACheckpointIsRestoredByTheModelThatWroteIt) {
