@@ -25,6 +25,9 @@ Mutex Engine::model_mutex_;
 Engine::~Engine() {
   if (!pipeline_) return;
   pipeline_->Stop();
+  // An engine whose Open failed (say, restoring the checkpoint) writes nothing: a checkpoint of
+  // its partial memory would replace the stored one.
+  if (!opened_) return;
   const Status status = pipeline_->Checkpoint();
   if (!status.ok()) spdlog::error("final memory checkpoint failed: {}", status.ToString());
 }
@@ -117,6 +120,7 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   spdlog::info(
       "restored memory at sequence {}, replayed {} events in {:.2f} s ({} in the open chunk)",
       watermark, total, watch.Seconds(), result->pipeline_->LagEvents());
+  result->opened_ = true;
   *engine = std::move(result);
   return Status::Ok();
 }

@@ -106,7 +106,7 @@ class Engine {
  public:
   // Opens the store, loads the model, replays the log into node memory.
   static Status Open(const EngineOptions& options, std::unique_ptr<Engine>* engine);
-  ~Engine();  // writes a final memory checkpoint
+  ~Engine();  // writes a final memory checkpoint (when Open had succeeded)
 
   // Writes the node memory changed since the last checkpoint, the pending messages and the
   // destinations seen since, with the watermark they cover (one atomic write), after any
@@ -156,6 +156,7 @@ class Engine {
   std::unique_ptr<StoreSampler> sampler_;
   DestinationSet destinations_;
   std::unique_ptr<MemoryPipeline> pipeline_;
+  bool opened_ = false;  // Open completed: the destructor writes a final checkpoint
 
   // One lock for all engines of the process: scoring and memory updates of two engines in one
   // test process computing at once gave logits off by ~1e-4 about once in 30 runs (OpenBLAS
