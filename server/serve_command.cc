@@ -99,7 +99,7 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   result->impl_->service = std::make_unique<TemporalLinkService>(
-      result->metrics_.get(), ServiceLimits{}, result->authenticator_.get());
+      result->metrics_.get(), options.limits, result->authenticator_.get());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &result->port_);
   builder.RegisterService(result->impl_->service.get());
@@ -356,6 +356,16 @@ void AddServeCommand(CLI::App& app) {
                     "Bearer tokens, one per line: tlp.v1 calls must present one");
   serve->add_option("--metrics-auth-file", options.security.metrics_auth_file,
                     "user:password lines: /metrics requires HTTP basic auth");
+  serve->add_option("--max-batch-events", options.limits.max_batch_events,
+                    "Most events one IngestBatch may carry; more is INVALID_ARGUMENT");
+  serve->add_option("--max-score-pairs", options.limits.max_score_pairs,
+                    "Most pairs one ScoreLinks may carry; more is INVALID_ARGUMENT");
+  serve->add_option("--max-candidates", options.limits.max_candidates,
+                    "Most explicit candidates one TopK may carry; more is INVALID_ARGUMENT");
+  serve->add_option("--max-k", options.limits.max_k, "Largest k a TopK may ask for")
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--max-inflight-ingest", options.limits.max_inflight_ingest,
+                    "Concurrent ingest calls; beyond, RESOURCE_EXHAUSTED");
   serve->add_option("--ingest-queue-events", options.writer.max_queued_events,
                     "Events that may wait for the writer; beyond, RESOURCE_EXHAUSTED");
   serve->add_option("--ingest-max-append", options.writer.max_append_events,

@@ -12,6 +12,7 @@
 #include "server/metrics.h"
 #include "server/score_batcher.h"
 #include "server/security.h"
+#include "server/service.h"
 
 namespace grpc {
 class Server;
@@ -25,6 +26,7 @@ struct ServeOptions {
   std::string metrics_listen = "127.0.0.1:9464";  // empty = no metrics endpoint
   ScoreBatcherOptions batcher;
   IngestWriterOptions writer;
+  ServiceLimits limits;  // per-request bounds of the tlp.v1 calls
   // Without a model at engine.checkpoint (default <data_dir>/model.pt), train the bundled one
   // on `bootstrap_data` (default: the bundled Wikipedia stream) first; off = fail instead.
   bool bootstrap = true;

@@ -239,7 +239,7 @@ TEST_F(DaemonProcessTest, EveryServeOptionReadsItsEnvironmentVariable) {
   while (size_t read = fread(buffer, 1, sizeof(buffer), help)) text.append(buffer, read);
   pclose(help);
   for (const char* option : {"--listen", "--no-sync", "--score-max-batch", "--ingest-linger-us",
-                             "--kafka-batch", "--allow-self-loops"}) {
+                             "--kafka-batch", "--allow-self-loops", "--max-k"}) {
     std::string variable = std::string("TLPD_") + (option + 2);
     for (char& c : variable) c = c == '-' ? '_' : static_cast<char>(std::toupper(c));
     EXPECT_NE(text.find("[env " + variable + "]"), std::string::npos) << option << "\n" << text;
