@@ -62,9 +62,10 @@ class MemoryPipelineTest : public ::testing::Test {
     cache_ = std::make_unique<NodeMemoryCache>(*store_, *model_, 1000);
   }
 
-  // A pipeline over the store; `tag` names the model that made its memory. Records the size of
-  // every chunk it applies; `fail` makes the update throw.
-  Status Start(const std::string& tag, uint64_t* watermark) {
+  // A pipeline over the store; `tag` names the model that made its memory, `checkpoint_every`
+  // its event trigger (0 = none). Records the size of every chunk it applies; `fail_` and
+  // `storage_fails_` make the update throw.
+  Status Start(const std::string& tag, uint64_t* watermark, uint64_t checkpoint_every = 0) {
     FreshModel();
     MemoryModel memory_model;
     memory_model.memory_dim = kWidth;
@@ -78,6 +79,7 @@ class MemoryPipelineTest : public ::testing::Test {
     MemoryPipelineOptions options;
     options.memory_batch = kChunk;
     options.model_tag = tag;
+    options.checkpoints.every_events = checkpoint_every;
     pipeline_ = std::make_unique<MemoryPipeline>(options, store_.get(), std::move(memory_model),
                                                  cache_.get(), &destinations_, &model_mutex_);
     return pipeline_->Start((dir_ / "store").string(), false, watermark);
@@ -167,21 +169,8 @@ TEST_F(MemoryPipelineTest, ACheckpointIsRestoredByTheModelThatWroteIt) {
 
 TEST_F(MemoryPipelineTest, CheckpointsStartWhenDue) {
   // Every 8 applied events: the memory thread starts them itself.
-  FreshModel();
-  MemoryModel memory_model;
-  memory_model.memory_dim = kWidth;
-  memory_model.apply = [this](std::span<const int64_t> src, std::span<const int64_t> dst,
-                              std::span<const double> ts, std::span<const float> features) {
-    model_->ApplyEvents(src, dst, ts, features);
-  };
-  MemoryPipelineOptions options;
-  options.memory_batch = kChunk;
-  options.model_tag = "model/8";
-  options.checkpoints.every_events = 8;
-  pipeline_ = std::make_unique<MemoryPipeline>(options, store_.get(), std::move(memory_model),
-                                               cache_.get(), &destinations_, &model_mutex_);
   uint64_t watermark = 0;
-  ASSERT_TRUE(pipeline_->Start((dir_ / "store").string(), false, &watermark).ok());
+  ASSERT_TRUE(Start("model/8", &watermark, /*checkpoint_every=*/8).ok());
   Ingest(Events(8, 100));
   ASSERT_TRUE(pipeline_->Drain().ok());
   pipeline_.reset();  // waits for the write in flight
