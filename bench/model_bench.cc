@@ -77,7 +77,7 @@ void BM_ScorePairs(benchmark::State& state) {
       nodes[i] = fixture.dataset.src[random() % fixture.dataset.events()];
       nodes[pairs + i] = fixture.dataset.dst[random() % fixture.dataset.events()];
     }
-    const torch::Tensor z = fixture.model->Embed(nodes, times, fixture.adjacency).vectors;
+    const tlp::model::Embeddings z = fixture.model->Embed(nodes, times, fixture.adjacency);
     const torch::Tensor logits =
         fixture.model->PredictLinks(z, nodes, times, sources, destinations, fixture.adjacency);
     benchmark::DoNotOptimize(logits.cpu().data_ptr<float>());
@@ -106,7 +106,7 @@ void BM_RankAllPages(benchmark::State& state) {
   std::iota(destinations.begin(), destinations.end(), 1);
   torch::NoGradGuard no_grad;
   for (auto _ : state) {
-    const torch::Tensor z = model->Embed(nodes, times, fixture.adjacency).vectors;
+    const tlp::model::Embeddings z = model->Embed(nodes, times, fixture.adjacency);
     const torch::Tensor logits =
         model->PredictLinks(z, nodes, times, sources, destinations, fixture.adjacency);
     benchmark::DoNotOptimize(logits.cpu().data_ptr<float>());

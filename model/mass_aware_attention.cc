@@ -7,46 +7,103 @@
 
 namespace tlp::model {
 
-MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
-                                            const torch::Tensor& values, const torch::Tensor& valid,
-                                            double p) {
+namespace {
+
+// MAA weights of scores [..., K] over the keys that `key_valid` (broadcastable to scores) marks,
+// and their metrics per row [...] (not yet averaged over heads).
+struct NormalisedWeights {
+  torch::Tensor scaled;  // w_i / (sum_j w_j^p)^(1/p); exactly 0 on padding and in empty rows
+  torch::Tensor effective_neighbors, attention_mass, attention_entropy;
+};
+
+NormalisedWeights NormaliseMassAware(const torch::Tensor& scores, const torch::Tensor& key_valid,
+                                     double p) {
   if (p < 1.0 || !std::isfinite(p)) throw std::invalid_argument("attention p must be >= 1");
-  const torch::Tensor valid_heads = valid.unsqueeze(1).expand_as(scores);  // [B, H, K]
   const torch::Tensor masked =
-      scores.masked_fill(valid_heads.logical_not(), -std::numeric_limits<float>::infinity());
+      scores.masked_fill(key_valid.logical_not(), -std::numeric_limits<float>::infinity());
   // The shift cancels between numerator and denominator, so it carries no gradient: detaching
   // it gives the exact gradient and saves the amax backward.
   torch::Tensor shift = std::get<0>(masked.max(-1, /*keepdim=*/true)).detach();
   shift = torch::where(torch::isfinite(shift), shift, torch::zeros_like(shift));
   const torch::Tensor weights = torch::exp(masked - shift);  // exactly 0 on padding
 
-  const torch::Tensor weight_sum = weights.sum(-1);  // [B, H]
+  const torch::Tensor weight_sum = weights.sum(-1);
   torch::Tensor norm_p = p == 1.0 ? weight_sum : weights.pow(p).sum(-1).pow(1.0 / p);
   // Empty rows: every weight is 0; dividing by 1 keeps their aggregate exactly 0.
   const torch::Tensor has_neighbors = weight_sum > 0;
   norm_p = torch::where(has_neighbors, norm_p, torch::ones_like(norm_p));
 
-  MassAwareAggregateResult result;
-  const torch::Tensor scaled = weights / norm_p.unsqueeze(-1);  // [B, H, K]
-  // [B, H, K] x [B, K, D] (values shared by the heads) or per head -> [B, H, D]
-  result.output = (scaled.unsqueeze(-1) * values).sum(2);
+  NormalisedWeights result;
+  result.scaled = weights / norm_p.unsqueeze(-1);
 
   torch::NoGradGuard no_grad;  // metrics are reported, never trained on
   const torch::Tensor safe_sum =
       torch::where(has_neighbors, weight_sum, torch::ones_like(weight_sum));
   const torch::Tensor square_sum = weights.square().sum(-1);
-  const torch::Tensor ess = torch::where(
+  result.effective_neighbors = torch::where(
       has_neighbors,
       weight_sum.square() / torch::where(has_neighbors, square_sum, torch::ones_like(square_sum)),
       torch::zeros_like(weight_sum));
-  const torch::Tensor mass =
+  result.attention_mass =
       torch::where(has_neighbors, weight_sum / norm_p, torch::zeros_like(weight_sum));
   const torch::Tensor normalized = weights / safe_sum.unsqueeze(-1);
-  const torch::Tensor entropy =
+  result.attention_entropy =
       -(normalized * torch::log(normalized.clamp_min(1e-30))).sum(-1);  // 0 log 0 = 0
-  result.metrics.effective_neighbors = ess.mean(1);
-  result.metrics.attention_mass = mass.mean(1);
-  result.metrics.attention_entropy = entropy.mean(1);
+  return result;
+}
+
+}  // namespace
+
+MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
+                                            const torch::Tensor& values, const torch::Tensor& valid,
+                                            double p) {
+  const NormalisedWeights weights = NormaliseMassAware(scores, valid.unsqueeze(1), p);
+  MassAwareAggregateResult result;
+  // [B, H, K] x [B, K, D] (values shared by the heads) or per head -> [B, H, D]
+  result.output = (weights.scaled.unsqueeze(-1) * values).sum(2);
+  result.metrics.effective_neighbors = weights.effective_neighbors.mean(1);
+  result.metrics.attention_mass = weights.attention_mass.mean(1);
+  result.metrics.attention_entropy = weights.attention_entropy.mean(1);
+  result.metrics.neighbors_used = valid.sum(-1);
+  return result;
+}
+
+MassAwareSelfAttentionImpl::MassAwareSelfAttentionImpl(const MassAwareSelfAttentionOptions& options)
+    : options_(options) {
+  if (options.model_dim % options.heads != 0) {
+    throw std::invalid_argument("attention model_dim must be divisible by heads");
+  }
+  input_projection_ = register_module("input_projection",
+                                      torch::nn::Linear(options.model_dim, 3 * options.model_dim));
+  output_projection_ =
+      register_module("output_projection", torch::nn::Linear(options.model_dim, options.model_dim));
+  dropout_ = register_module("dropout", torch::nn::Dropout(options.dropout));
+}
+
+SelfAttentionOutput MassAwareSelfAttentionImpl::forward(const torch::Tensor& tokens,
+                                                        const torch::Tensor& valid) {
+  const int64_t batch = tokens.size(0);
+  const int64_t count = tokens.size(1);
+  const int64_t heads = options_.heads;
+  const int64_t head_dim = options_.model_dim / heads;
+  // [B, N, 3D] -> 3 x [B, H, N, Dh]
+  const std::vector<torch::Tensor> qkv = input_projection_(tokens)
+                                             .view({batch, count, 3, heads, head_dim})
+                                             .permute({2, 0, 3, 1, 4})
+                                             .unbind(0);
+  const torch::Tensor scores =
+      torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
+  const NormalisedWeights weights =
+      NormaliseMassAware(scores, valid.view({batch, 1, 1, count}), options_.p);
+  // [B, H, N, N] x [B, H, N, Dh] -> [B, N, D]
+  const torch::Tensor mixed = torch::matmul(weights.scaled, qkv[2])
+                                  .transpose(1, 2)
+                                  .reshape({batch, count, options_.model_dim});
+  SelfAttentionOutput result;
+  result.output = dropout_(output_projection_(mixed));
+  result.metrics.effective_neighbors = weights.effective_neighbors.mean(1);
+  result.metrics.attention_mass = weights.attention_mass.mean(1);
+  result.metrics.attention_entropy = weights.attention_entropy.mean(1);
   result.metrics.neighbors_used = valid.sum(-1);
   return result;
 }

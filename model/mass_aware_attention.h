@@ -79,4 +79,36 @@ class MassAwareAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MassAwareAttention);
 
+struct MassAwareSelfAttentionOptions {
+  int64_t model_dim = 100;  // width of the tokens and of the output; divisible by heads
+  int64_t heads = 2;
+  double p = 1.1;        // MAA exponent; 1 = softmax
+  double dropout = 0.1;  // on the output, never on the weights (that would change mass)
+};
+
+struct SelfAttentionOutput {
+  torch::Tensor output;  // [batch, tokens, model_dim]
+  // Per query token, [batch, tokens] (averaged over heads); neighbors_used: valid keys, [batch].
+  AttentionMetrics metrics;
+};
+
+// Multi-head self-attention of a token sequence (DyGFormer's transformer), normalised by MAA
+// over the valid keys; packed query/key/value projections as in torch::nn::MultiheadAttention,
+// whose softmax cannot be replaced from outside. Padded tokens still get an output (they
+// attend), but nothing attends to them.
+class MassAwareSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit MassAwareSelfAttentionImpl(const MassAwareSelfAttentionOptions& options);
+
+  // tokens: [batch, tokens, model_dim]; valid: [batch, tokens] bool.
+  SelfAttentionOutput forward(const torch::Tensor& tokens, const torch::Tensor& valid);
+
+ private:
+  MassAwareSelfAttentionOptions options_;
+  torch::nn::Linear input_projection_{nullptr};  // model_dim -> 3 model_dim: [q; k; v]
+  torch::nn::Linear output_projection_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+};
+TORCH_MODULE(MassAwareSelfAttention);
+
 }  // namespace tlp::model

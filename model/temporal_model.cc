@@ -38,6 +38,7 @@ std::string ModelConfig::ToString() const {
   if (pair_neighbors > 0 && pair_hop_neighbors > 0) {
     out << " pair_hop_neighbors=" << pair_hop_neighbors;
   }
+  if (pair_wise()) out << " patch_size=" << patch_size;
   return out.str();
 }
 
@@ -74,8 +75,9 @@ torch::Tensor MergeMlpImpl::forward(const torch::Tensor& left, const torch::Tens
 }
 
 TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config_(config) {
-  if (config.architecture != "tgn" && config.architecture != "tgat") {
-    throw std::invalid_argument("architecture must be 'tgn' or 'tgat', got '" +
+  if (config.architecture != "tgn" && config.architecture != "tgat" &&
+      config.architecture != "dygformer") {
+    throw std::invalid_argument("architecture must be 'tgn', 'tgat' or 'dygformer', got '" +
                                 config.architecture + "'");
   }
   if (config.layers < 1 || config.layers > 2) throw std::invalid_argument("layers must be 1 or 2");
@@ -86,7 +88,20 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
     memory_updater_ =
         register_module("memory_updater", torch::nn::GRUCell(message_dim, config.memory_dim));
   }
-  for (int64_t layer = 0; layer < config.layers; ++layer) {
+  if (config.pair_wise()) {
+    DyGFormerOptions options;
+    options.token_dim = config.edge_feature_dim + config.time_dim;
+    options.model_dim = config.embedding_dim;
+    options.cooccurrence_dim = std::max<int64_t>(config.embedding_dim / 2, 1);
+    options.heads = config.heads;
+    options.layers = config.layers;
+    options.sequence_length = config.neighbors + 1;
+    options.patch_size = config.patch_size;
+    options.p = config.attention_p;
+    options.dropout = config.dropout;
+    dygformer_ = register_module("dygformer", DyGFormer(options));
+  }
+  for (int64_t layer = 0; !config.pair_wise() && layer < config.layers; ++layer) {
     const int64_t input_dim = layer == 0 ? config.memory_dim : config.embedding_dim;
     MassAwareAttentionOptions options;
     options.query_dim = input_dim + config.time_dim;
@@ -264,6 +279,7 @@ Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
     throw std::invalid_argument("Embed: " + std::to_string(nodes.size()) + " nodes but " +
                                 std::to_string(times.size()) + " times");
   }
+  if (config_.pair_wise()) return EmbedSequences(nodes, times, sampler);
   if (config_.has_memory()) PreparePendingView();
   // Queries are independent, so large calls run in slices: the attention's temporaries grow
   // with the slice ([queries, heads, k, input] floats). On the CPU, past ~64 MB each pass would
@@ -297,17 +313,87 @@ Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
   return result;
 }
 
-torch::Tensor TemporalLinkModelImpl::PredictLinks(const torch::Tensor& embeddings,
-                                                  std::span<const int64_t> nodes,
-                                                  std::span<const double> times,
-                                                  std::span<const int64_t> src_positions,
-                                                  std::span<const int64_t> dst_positions,
-                                                  const NeighborSampler& sampler) {
+Embeddings TemporalLinkModelImpl::EmbedSequences(std::span<const int64_t> nodes,
+                                                 std::span<const double> times,
+                                                 const NeighborSampler& sampler) {
+  const auto count = static_cast<int64_t>(nodes.size());
+  const int64_t k = config_.neighbors;
+  const int64_t feature_dim = config_.edge_feature_dim;
+  NeighborBlock block;
+  sampler.Sample(nodes, times, k, &block);
+  const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).device(device());
+  const torch::Tensor neighbor_ts =
+      torch::from_blob(block.ts.data(), {count, k}, torch::kFloat64).to(device());
+  const torch::Tensor query_ts =
+      torch::from_blob(const_cast<double*>(times.data()), {count, 1}, torch::kFloat64).to(device());
+  const torch::Tensor neighbor_valid =
+      torch::from_blob(block.valid.data(), {count, k}, torch::kUInt8).to(device()).to(torch::kBool);
+  // Tokens [count, k + 1, F + T]: the node itself (no edge, time offset 0: phi(0) = 1), then its
+  // k most recent interactions.
+  std::vector<torch::Tensor> own = {torch::ones({count, 1, config_.time_dim}, float_options)};
+  std::vector<torch::Tensor> neighbors = {time_encoding_(query_ts - neighbor_ts)};
+  if (feature_dim > 0) {
+    if (static_cast<int64_t>(block.feature_dim) != feature_dim) {
+      throw std::invalid_argument("neighbour features have width " +
+                                  std::to_string(block.feature_dim) + ", model expects " +
+                                  std::to_string(feature_dim));
+    }
+    own.insert(own.begin(), torch::zeros({count, 1, feature_dim}, float_options));
+    neighbors.insert(neighbors.begin(), torch::from_blob(block.features.data(),
+                                                         {count, k, feature_dim}, torch::kFloat32)
+                                            .to(device()));
+  }
+  const torch::Tensor tokens = torch::cat({torch::cat(own, -1), torch::cat(neighbors, -1)}, 1);
+  const torch::Tensor valid =
+      torch::cat({torch::ones({count, 1}, float_options.dtype(torch::kBool)), neighbor_valid}, 1);
+  Embeddings result;
+  result.sequences = dygformer_->EncodeSequences(tokens, valid);
+  const torch::Tensor weight = result.sequences.valid.to(torch::kFloat32).unsqueeze(-1);
+  result.vectors = (result.sequences.patches * weight).sum(1) / weight.sum(1).clamp_min(1);
+  const torch::Tensor zeros = torch::zeros({count}, float_options);
+  result.metrics = {zeros, zeros, zeros, neighbor_valid.sum(-1)};
+  return result;
+}
+
+torch::Tensor TemporalLinkModelImpl::PredictLinks(
+    const Embeddings& embedded, std::span<const int64_t> nodes, std::span<const double> times,
+    std::span<const int64_t> src_positions, std::span<const int64_t> dst_positions,
+    const NeighborSampler& sampler, LinkEndpointMetrics* endpoint_metrics) {
   if (src_positions.size() != dst_positions.size() || nodes.size() != times.size()) {
     throw std::invalid_argument("PredictLinks: spans of different lengths");
   }
-  const torch::Tensor src = embeddings.index_select(0, IndexTensor(src_positions));
-  torch::Tensor dst = embeddings.index_select(0, IndexTensor(dst_positions));
+  const torch::Tensor src_index = IndexTensor(src_positions);
+  const torch::Tensor dst_index = IndexTensor(dst_positions);
+  torch::Tensor src, dst;
+  if (config_.pair_wise()) {
+    // The sequences' identities, for the co-occurrence counts.
+    thread_local NeighborBlock sequence_lists;
+    thread_local std::vector<int64_t> sequence_keys;
+    thread_local std::vector<float> counts;
+    sampler.SamplePartners(nodes, times, config_.neighbors, &sequence_lists, &sequence_keys);
+    CountCooccurrences(sequence_lists, sequence_keys, src_positions, dst_positions, &counts);
+    const torch::Tensor count_tensor =
+        torch::from_blob(counts.data(),
+                         {static_cast<int64_t>(src_positions.size()), 2, config_.neighbors + 1, 2},
+                         torch::kFloat32)
+            .to(device(), /*non_blocking=*/false, /*copy=*/true);
+    const SequencePatches& sequences = embedded.sequences;
+    const PairEncoding pair = dygformer_->EncodePairs(
+        {sequences.patches.index_select(0, src_index), sequences.valid.index_select(0, src_index)},
+        {sequences.patches.index_select(0, dst_index), sequences.valid.index_select(0, dst_index)},
+        count_tensor);
+    src = pair.src;
+    dst = pair.dst;
+    if (endpoint_metrics != nullptr) {
+      endpoint_metrics->src = pair.src_metrics;
+      endpoint_metrics->dst = pair.dst_metrics;
+      endpoint_metrics->src_norm = src.detach().norm(2, 1);
+      endpoint_metrics->dst_norm = dst.detach().norm(2, 1);
+    }
+  } else {
+    src = embedded.vectors.index_select(0, src_index);
+    dst = embedded.vectors.index_select(0, dst_index);
+  }
   if (config_.pair_neighbors > 0) {
     thread_local NeighborBlock lists;
     thread_local std::vector<int64_t> keys;

@@ -1,5 +1,6 @@
-// TemporalLinkModel: TGN (memory + temporal attention) or TGAT (attention only), with
-// Mass-Aware Attention, and an MLP link predictor.
+// TemporalLinkModel: TGN (memory + temporal attention), TGAT (attention only) or DyGFormer
+// (a transformer over both endpoints' interaction sequences, model/dygformer.h), with Mass-Aware
+// Attention, and an MLP link predictor.
 //
 // Memory protocol (as in the TGN reference, so the memory updater receives gradients and no
 // event leaks into its own score):
@@ -15,20 +16,22 @@
 #include <span>
 #include <string>
 
+#include "model/dygformer.h"
 #include "model/mass_aware_attention.h"
 #include "model/neighbor_sampler.h"
 
 namespace tlp::model {
 
 struct ModelConfig {
-  std::string architecture = "tgn";  // "tgn" (memory + attention) or "tgat" (no memory)
-  int64_t memory_dim = 100;          // node state width (TGAT: width of the zero node input)
-  int64_t time_dim = 100;            // time encoding width
-  int64_t embedding_dim = 100;       // attention / output embedding width
-  int64_t edge_feature_dim = 0;      // 0 for featureless streams
+  // "tgn" (memory + attention), "tgat" (no memory) or "dygformer" (no memory; pair-wise)
+  std::string architecture = "tgn";
+  int64_t memory_dim = 100;      // node state width (TGAT: width of the zero node input)
+  int64_t time_dim = 100;        // time encoding width
+  int64_t embedding_dim = 100;   // attention / output embedding width
+  int64_t edge_feature_dim = 0;  // 0 for featureless streams
   int64_t heads = 2;
   int64_t layers = 1;        // 1 or 2 attention layers
-  int64_t neighbors = 10;    // k most recent neighbours per node
+  int64_t neighbors = 10;    // k most recent neighbours per node (DyGFormer: its sequence)
   double attention_p = 1.1;  // MAA exponent; 1 = softmax
   double dropout = 0.1;
   // > 0: the predictor also sees pair evidence (model/pair_evidence.h) from each endpoint's
@@ -38,8 +41,11 @@ struct ModelConfig {
   // each of the source's distinct partners' this many most recent interactions
   // (model/pair_evidence.h); 0 = none.
   int64_t pair_hop_neighbors = 32;
+  int64_t patch_size = 1;  // DyGFormer: tokens per patch; divides neighbors + 1
 
   bool has_memory() const { return architecture == "tgn"; }
+  // The endpoints' representations depend on the link, not on each node alone.
+  bool pair_wise() const { return architecture == "dygformer"; }
   // One line, stable order; part of the fingerprint.
   std::string ToString() const;
 };
@@ -70,10 +76,22 @@ class MergeMlpImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MergeMlp);
 
-// Embeddings and last-layer attention metrics of a set of (node, time) queries.
+// Embeddings and last-layer attention metrics of a set of (node, time) queries. A pair-wise
+// architecture (DyGFormer) attends per link: its vectors are each query's mean patch encoding (a
+// node-wise summary for probes), its effective_neighbors, attention_mass and attention_entropy
+// are 0, and PredictLinks reports the real ones per link (LinkEndpointMetrics).
 struct Embeddings {
   torch::Tensor vectors;  // [n, embedding_dim]
   AttentionMetrics metrics;
+  SequencePatches sequences;  // DyGFormer: each query's patches; undefined otherwise
+};
+
+// Each link's endpoints' representation metrics, from architectures whose representations
+// depend on the link (pair_wise()); [links] each. Left undefined by the others, whose Embed
+// metrics describe each endpoint.
+struct LinkEndpointMetrics {
+  AttentionMetrics src, dst;
+  torch::Tensor src_norm, dst_norm;  // L2 norms of the endpoints' representations
 };
 
 class TemporalLinkModelImpl : public torch::nn::Module {
@@ -87,13 +105,14 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   Embeddings Embed(std::span<const int64_t> nodes, std::span<const double> times,
                    const NeighborSampler& sampler);
   // Logits of links between queries of one Embed call: link i joins nodes[src_positions[i]]
-  // and nodes[dst_positions[i]] at times[src_positions[i]]; `embeddings` is Embed's output for
-  // (nodes, times). With pair evidence (config.pair_neighbors > 0) the endpoints' recent
-  // interactions are read from `sampler` too. Returns [links].
-  torch::Tensor PredictLinks(const torch::Tensor& embeddings, std::span<const int64_t> nodes,
+  // and nodes[dst_positions[i]] at times[src_positions[i]]; `embedded` is Embed's output for
+  // (nodes, times). With pair evidence (config.pair_neighbors > 0) or a pair-wise architecture
+  // the endpoints' recent interactions are read from `sampler` too. endpoint_metrics, if not
+  // null, receives the per-link metrics of a pair-wise architecture. Returns [links].
+  torch::Tensor PredictLinks(const Embeddings& embedded, std::span<const int64_t> nodes,
                              std::span<const double> times, std::span<const int64_t> src_positions,
-                             std::span<const int64_t> dst_positions,
-                             const NeighborSampler& sampler);
+                             std::span<const int64_t> dst_positions, const NeighborSampler& sampler,
+                             LinkEndpointMetrics* endpoint_metrics = nullptr);
 
   // Memory state -----------------------------------------------------------------------------
   // Grows node state to hold indices < node_count (new nodes start at zero memory).
@@ -155,6 +174,9 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   torch::Tensor EmbedLayer(std::span<const int64_t> nodes, std::span<const double> times,
                            int64_t layer, const NeighborSampler& sampler,
                            AttentionMetrics* metrics);
+  // DyGFormer's Embed: each query's sequence (itself, then its neighbours), patched.
+  Embeddings EmbedSequences(std::span<const int64_t> nodes, std::span<const double> times,
+                            const NeighborSampler& sampler);
   torch::Device device() const;
 
   ModelConfig config_;
@@ -164,6 +186,7 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   std::vector<MergeMlp> merge_;
   MergeMlp predictor_{nullptr};
   torch::nn::Linear pair_encoder_{nullptr};  // pair evidence -> embedding_dim (pair models)
+  DyGFormer dygformer_{nullptr};             // the encoder of architecture "dygformer"
 
   // Node state: not parameters (derived from the event log, checkpointed by the server).
   int64_t node_count_ = 0;

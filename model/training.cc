@@ -271,7 +271,7 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
     times.insert(times.end(), batch.ts.begin(), batch.ts.end());
 
     // z: [3 * count, embedding_dim] = sources, true destinations, negative destinations.
-    const torch::Tensor z = model_->Embed(nodes, times, train_adjacency_).vectors;
+    const Embeddings z = model_->Embed(nodes, times, train_adjacency_);
     const std::vector<int64_t> sources = Positions(0, count);
     const torch::Tensor positive =
         model_->PredictLinks(z, nodes, times, sources, Positions(count, count), train_adjacency_);
@@ -400,11 +400,14 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
     for (int64_t i = 0; i < ranked; ++i) times.insert(times.end(), mrr_negatives, batch.ts[i]);
 
     const Embeddings embedded = model_->Embed(nodes, times, full_adjacency_);
-    const torch::Tensor& z = embedded.vectors;
-    auto predict = [&](std::span<const int64_t> src, std::span<const int64_t> dst) {
-      return ToVector(model_->PredictLinks(z, nodes, times, src, dst, full_adjacency_));
+    auto predict = [&](std::span<const int64_t> src, std::span<const int64_t> dst,
+                       LinkEndpointMetrics* endpoint_metrics = nullptr) {
+      return ToVector(model_->PredictLinks(embedded, nodes, times, src, dst, full_adjacency_,
+                                           endpoint_metrics));
     };
-    const std::vector<float> positive = predict(Positions(0, count), Positions(count, count));
+    LinkEndpointMetrics positive_metrics;
+    const std::vector<float> positive =
+        predict(Positions(0, count), Positions(count, count), &positive_metrics);
     std::vector<int64_t> new_rows;
     for (int64_t i = 0; i < count; ++i) {
       if (split_.new_node[batch.src[i]] || split_.new_node[batch.dst[i]]) new_rows.push_back(i);
@@ -435,10 +438,17 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
       }
       result->ranked += ranked;
     }
-    const torch::Tensor endpoints = z.narrow(0, 0, 2 * count);
-    result->norm_sum += endpoints.norm(2, 1).sum().item<double>();
-    result->effective_neighbors_sum +=
-        embedded.metrics.effective_neighbors.narrow(0, 0, 2 * count).sum().item<double>();
+    if (positive_metrics.src_norm.defined()) {  // a pair-wise architecture: per link
+      result->norm_sum +=
+          (positive_metrics.src_norm.sum() + positive_metrics.dst_norm.sum()).item<double>();
+      result->effective_neighbors_sum += (positive_metrics.src.effective_neighbors.sum() +
+                                          positive_metrics.dst.effective_neighbors.sum())
+                                             .item<double>();
+    } else {
+      result->norm_sum += embedded.vectors.narrow(0, 0, 2 * count).norm(2, 1).sum().item<double>();
+      result->effective_neighbors_sum +=
+          embedded.metrics.effective_neighbors.narrow(0, 0, 2 * count).sum().item<double>();
+    }
     result->embedded += 2 * count;
     result->scored_pairs += count * (1 + strategies) + ranked * mrr_negatives;
 
@@ -454,8 +464,7 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
       ranking_nodes.assign(1, batch.src[i]);
       ranking_nodes.insert(ranking_nodes.end(), candidates->nodes.begin(), candidates->nodes.end());
       ranking_times.assign(ranking_nodes.size(), batch.ts[i]);
-      const torch::Tensor ranked_z =
-          model_->Embed(ranking_nodes, ranking_times, full_adjacency_).vectors;
+      const Embeddings ranked_z = model_->Embed(ranking_nodes, ranking_times, full_adjacency_);
       const std::vector<float> logits =
           ToVector(model_->PredictLinks(ranked_z, ranking_nodes, ranking_times, ranking_sources,
                                         ranking_destinations, full_adjacency_));

@@ -231,23 +231,40 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
     torch::NoGradGuard no_grad;
     const model::Embeddings embedded = model_->Embed(rows, times, *sampler_);
     const std::span<const int64_t> positions(endpoint_position);
+    model::LinkEndpointMetrics link_metrics;
     const torch::Tensor logits =
         model_
-            ->PredictLinks(embedded.vectors, rows, times, positions.first(count),
-                           positions.subspan(count, count), *sampler_)
+            ->PredictLinks(embedded, rows, times, positions.first(count),
+                           positions.subspan(count, count), *sampler_, &link_metrics)
             .cpu()
             .contiguous();
     // One device-to-host copy per column, then plain reads (no tensor per element).
     auto host = [](const torch::Tensor& values, torch::ScalarType type) {
       return values.to(torch::kCPU, type).contiguous();
     };
-    const torch::Tensor norms = host(embedded.vectors.norm(2, 1), torch::kFloat32);
-    const torch::Tensor ess = host(embedded.metrics.effective_neighbors, torch::kFloat32);
-    const torch::Tensor mass = host(embedded.metrics.attention_mass, torch::kFloat32);
-    const torch::Tensor entropy = host(embedded.metrics.attention_entropy, torch::kFloat32);
-    const torch::Tensor used = host(embedded.metrics.neighbors_used, torch::kInt64);
+    // Per endpoint position, or per link and side for a pair-wise architecture (the rows of
+    // [src links; dst links]).
+    const bool per_link = link_metrics.src_norm.defined();
+    auto column = [&](const torch::Tensor& per_position, const torch::Tensor& src,
+                      const torch::Tensor& dst, torch::ScalarType type) {
+      return host(per_link ? torch::cat({src, dst}) : per_position, type);
+    };
+    const torch::Tensor norms = column(embedded.vectors.norm(2, 1), link_metrics.src_norm,
+                                       link_metrics.dst_norm, torch::kFloat32);
+    const torch::Tensor ess =
+        column(embedded.metrics.effective_neighbors, link_metrics.src.effective_neighbors,
+               link_metrics.dst.effective_neighbors, torch::kFloat32);
+    const torch::Tensor mass =
+        column(embedded.metrics.attention_mass, link_metrics.src.attention_mass,
+               link_metrics.dst.attention_mass, torch::kFloat32);
+    const torch::Tensor entropy =
+        column(embedded.metrics.attention_entropy, link_metrics.src.attention_entropy,
+               link_metrics.dst.attention_entropy, torch::kFloat32);
+    const torch::Tensor used =
+        column(embedded.metrics.neighbors_used, link_metrics.src.neighbors_used,
+               link_metrics.dst.neighbors_used, torch::kInt64);
     auto metrics = [&](size_t endpoint) {
-      const int64_t row = endpoint_position[endpoint];
+      const int64_t row = per_link ? static_cast<int64_t>(endpoint) : endpoint_position[endpoint];
       EndpointMetrics m;
       m.representation_norm = norms.data_ptr<float>()[row];
       m.effective_neighbors = ess.data_ptr<float>()[row];

@@ -333,8 +333,15 @@ void AddTrainCommands(CLI::App& app) {
   AddModelOptions(train, train_settings);
   TrainSettings& t = train_settings;
   train->add_option("--out", t.checkpoint, "Checkpoint file to write");
-  train->add_option("--architecture", t.config.architecture, "tgn (memory) or tgat (no memory)")
-      ->check(CLI::IsMember({"tgn", "tgat"}));
+  train
+      ->add_option("--architecture", t.config.architecture,
+                   "tgn (memory), tgat (no memory) or dygformer (a transformer over both "
+                   "endpoints' recent interactions)")
+      ->check(CLI::IsMember({"tgn", "tgat", "dygformer"}));
+  train
+      ->add_option("--patch-size", t.config.patch_size,
+                   "DyGFormer: interactions per patch; divides --neighbors + 1")
+      ->check(CLI::PositiveNumber);
   train->add_option("--p", t.config.attention_p, "Mass-Aware Attention exponent (1 = softmax)")
       ->check(CLI::Range(1.0, 16.0));
   train->add_option("--epochs", t.options.epochs, "Maximum epochs")->check(CLI::PositiveNumber);
@@ -350,9 +357,12 @@ void AddTrainCommands(CLI::App& app) {
   train->add_option("--batch-size", t.options.batch_size, "Events per batch")
       ->check(CLI::PositiveNumber);
   train->add_option("--learning-rate", t.options.learning_rate, "Adam learning rate");
-  train->add_option("--layers", t.config.layers, "Attention layers (1 or 2)")
+  train
+      ->add_option("--layers", t.config.layers,
+                   "Attention (DyGFormer: transformer) layers (1 or 2)")
       ->check(CLI::Range(1, 2));
-  train->add_option("--neighbors", t.config.neighbors, "Temporal neighbours per node (k)");
+  train->add_option("--neighbors", t.config.neighbors,
+                    "Temporal neighbours per node (k; DyGFormer: its sequence's interactions)");
   train
       ->add_option("--pair-neighbors", t.config.pair_neighbors,
                    "Recent interactions per endpoint read for pair evidence (has the source "

@@ -276,6 +276,71 @@ TEST(MassAwareAttention, InferenceEqualsTrainingPathWithoutDropout) {
 // `#pragma omp parallel` that runs everything on the calling thread in code compiled without
 // OpenMP. tlp_model passes -fopenmp on to everything that links it, and this binary shares its
 // precompiled header, so it compiles with the model's own flags.
+// Softmax self-attention written out with torch::softmax and explicit projections, for the
+// module's p = 1 case.
+torch::Tensor SoftmaxSelfAttention(MassAwareSelfAttention& attention, const torch::Tensor& tokens,
+                                   const torch::Tensor& valid, int64_t heads) {
+  auto parameters = attention->named_parameters();
+  const torch::Tensor qkv = torch::nn::functional::linear(
+      tokens, parameters["input_projection.weight"], parameters["input_projection.bias"]);
+  const int64_t batch = tokens.size(0), count = tokens.size(1), dim = tokens.size(2);
+  const torch::Tensor split =
+      qkv.view({batch, count, 3, heads, dim / heads}).permute({2, 0, 3, 1, 4});
+  const torch::Tensor scores = torch::matmul(split[0], split[1].transpose(-2, -1)) /
+                               std::sqrt(static_cast<double>(dim / heads));
+  const torch::Tensor masked =
+      scores.masked_fill(valid.view({batch, 1, 1, count}).logical_not(), -1e30);
+  const torch::Tensor mixed = torch::matmul(torch::softmax(masked, -1), split[2])
+                                  .transpose(1, 2)
+                                  .reshape({batch, count, dim});
+  return torch::nn::functional::linear(mixed, parameters["output_projection.weight"],
+                                       parameters["output_projection.bias"]);
+}
+
+TEST(MassAwareSelfAttention, PEqualsOneIsMaskedSoftmaxSelfAttention) {
+  torch::manual_seed(11);
+  MassAwareSelfAttentionOptions options;
+  options.model_dim = 6;
+  options.heads = 2;
+  options.p = 1.0;
+  options.dropout = 0.0;
+  MassAwareSelfAttention attention(options);
+  const torch::Tensor tokens = torch::randn({3, 5, 6});
+  torch::Tensor valid = AllValid(3, 5);
+  valid[1][3] = false;
+  valid[2][0] = false;
+  valid[2][4] = false;
+  const SelfAttentionOutput result = attention(tokens, valid);
+  EXPECT_TRUE(torch::allclose(result.output, SoftmaxSelfAttention(attention, tokens, valid, 2),
+                              1e-5, 1e-5));
+  EXPECT_EQ(result.metrics.attention_mass.sizes(), (std::vector<int64_t>{3, 5}));
+  EXPECT_TRUE(torch::allclose(result.metrics.attention_mass, torch::ones({3, 5}), 1e-6, 1e-6));
+  EXPECT_EQ(result.metrics.neighbors_used[2].item<int64_t>(), 3);
+}
+
+TEST(MassAwareSelfAttention, PaddedTokensInfluenceNothingAndMassGrowsWithRepeats) {
+  torch::manual_seed(12);
+  MassAwareSelfAttentionOptions options;
+  options.model_dim = 4;
+  options.heads = 1;
+  options.p = 2.0;
+  options.dropout = 0.0;
+  MassAwareSelfAttention attention(options);
+  torch::Tensor tokens = torch::randn({1, 4, 4});
+  const torch::Tensor valid = torch::tensor({{true, true, false, false}});
+  const torch::Tensor base = attention(tokens, valid).output;
+  tokens.narrow(1, 2, 2).mul_(-50.0);
+  const torch::Tensor changed = attention(tokens, valid).output;
+  EXPECT_TRUE(torch::allclose(base.narrow(1, 0, 2), changed.narrow(1, 0, 2), 1e-6, 1e-6));
+
+  // One token repeated n times: every weight equal, mass n^(1 - 1/p) = sqrt(n).
+  for (int64_t n : {1, 4, 9}) {
+    const torch::Tensor repeated = torch::randn({1, 1, 4}).expand({1, n, 4}).contiguous();
+    const SelfAttentionOutput result = attention(repeated, AllValid(1, n));
+    EXPECT_NEAR(result.metrics.attention_mass[0][0].item<double>(), std::sqrt(n), 1e-4);
+  }
+}
+
 TEST(ModelBuild, ParallelForInModelCodeRunsOnSeveralThreads) {
   const int previous = at::get_num_threads();
   torch::set_num_threads(2);

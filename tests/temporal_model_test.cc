@@ -93,7 +93,7 @@ TEST_P(ModelVariants, EmbedsWithoutLeakageAndUpdatesMemoryAfterScoring) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ModelVariants,
-                         ::testing::Combine(::testing::Values("tgn", "tgat"),
+                         ::testing::Combine(::testing::Values("tgn", "tgat", "dygformer"),
                                             ::testing::Values(1, 2), ::testing::Values(0, 4)));
 
 // The rows' memory [n, memory_dim] and last update times [n], through ReadRows' buffers.
@@ -252,6 +252,43 @@ TEST(TemporalLinkModel, MemoryStateSavesAndRestores) {
   EXPECT_TRUE(torch::allclose(model->MemoryOf(std::vector<int64_t>{0, 1, 2}), expected));
 }
 
+TEST(DyGFormerModel, ScoresLinksFromBothSequencesWithMetricsPerLink) {
+  torch::manual_seed(5);
+  ModelConfig config = SmallConfig("dygformer", 2, 0);
+  config.pair_neighbors = 0;
+  TemporalLinkModel model(config);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  TemporalAdjacency adjacency;
+  adjacency.Add(0, 1, 1.0);
+  adjacency.Add(0, 2, 2.0);
+  adjacency.Add(3, 2, 3.0);
+  // Positions: source 0, destinations 1 (met), 2 (met, and shared with 3), 4 (never seen).
+  const std::vector<int64_t> nodes = {0, 1, 2, 4};
+  const std::vector<double> times(4, 5.0);
+  const Embeddings embedded = model->Embed(nodes, times, adjacency);
+  EXPECT_EQ(embedded.sequences.patches.sizes(), (std::vector<int64_t>{4, 4, 8}));
+  const std::vector<int64_t> src = {0, 0, 0}, dst = {1, 2, 3};
+  LinkEndpointMetrics metrics;
+  const torch::Tensor logits =
+      model->PredictLinks(embedded, nodes, times, src, dst, adjacency, &metrics);
+  ASSERT_EQ(logits.size(0), 3);
+  EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
+  ASSERT_TRUE(metrics.src_norm.defined());
+  EXPECT_EQ(metrics.src.neighbors_used[0].item<int64_t>(), 2);
+  EXPECT_EQ(metrics.dst.neighbors_used[1].item<int64_t>(), 2);  // 2 met 0 and 3
+  EXPECT_EQ(metrics.dst.neighbors_used[2].item<int64_t>(), 0);  // 4: its own token only
+  EXPECT_GT(metrics.src.effective_neighbors[0].item<double>(), 0);
+  // The source's representation depends on the destination (co-occurrence, joint attention).
+  EXPECT_FALSE(torch::allclose(metrics.src_norm[0], metrics.src_norm[2]));
+
+  // Events at the query time are not history: same logits after adding one.
+  adjacency.Add(0, 4, 5.0);
+  const torch::Tensor again =
+      model->PredictLinks(model->Embed(nodes, times, adjacency), nodes, times, src, dst, adjacency);
+  EXPECT_TRUE(torch::allclose(logits, again));
+}
+
 TEST(Checkpoint, RoundTripsAndRejectsAnotherArchitecture) {
   torch::manual_seed(9);
   TemporalLinkModel model(SmallConfig("tgn", 1, 0));
@@ -270,6 +307,15 @@ TEST(Checkpoint, RoundTripsAndRejectsAnotherArchitecture) {
   EXPECT_NE(mismatch.message().find("architecture"), std::string::npos) << mismatch.message();
   EXPECT_EQ(LoadCheckpoint("/nonexistent/x.pt", torch::kCPU, &other).code(),
             Status::Code::kNotFound);
+
+  ModelConfig sequence_config = SmallConfig("dygformer", 2, 0);
+  sequence_config.patch_size = 2;
+  TemporalLinkModel sequence_model(sequence_config);
+  ASSERT_TRUE(SaveCheckpoint(path.string(), sequence_model).ok());
+  ASSERT_TRUE(LoadCheckpoint(path.string(), torch::kCPU, &loaded).ok());
+  EXPECT_EQ(loaded->config().architecture, "dygformer");
+  EXPECT_EQ(loaded->config().patch_size, 2);
+  EXPECT_EQ(ModelFingerprint(loaded), ModelFingerprint(sequence_model));
   std::filesystem::remove(path);
 }
 
