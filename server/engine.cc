@@ -53,6 +53,7 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
   const model::ModelConfig& config = loaded->config();
   store_options.feature_dim = static_cast<uint32_t>(config.edge_feature_dim);
   store_options.lateness_seconds = options.lateness_seconds;
+  store_options.max_future_seconds = options.max_future_seconds;
   store_options.sync = options.sync_writes;
   store_options.neighbor_cache_bytes = options.neighbor_cache_mb << 20;
   store_options.block_cache_bytes = options.block_cache_mb << 20;

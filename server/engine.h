@@ -35,6 +35,7 @@ struct EngineOptions {
   std::string checkpoint;  // model checkpoint file; required
   std::string device = "cpu";
   double lateness_seconds = 3600.0;
+  double max_future_seconds = 86400.0;  // storage::StoreOptions::max_future_seconds
   bool sync_writes = true;
   bool allow_self_loops = false;
   int64_t memory_batch = 200;

@@ -308,6 +308,11 @@ void AddServeCommand(CLI::App& app) {
   serve->add_option("--device", options.engine.device, "cpu or cuda:N (cpu when no GPU)");
   serve->add_option("--lateness-seconds", options.engine.lateness_seconds,
                     "Accept events up to this much older than the newest");
+  serve
+      ->add_option("--max-future-seconds", options.engine.max_future_seconds,
+                   "Refuse events more than this far ahead of the newest ts (and, for Unix "
+                   "time, of the clock); 0 = no bound")
+      ->check(CLI::NonNegativeNumber);
   serve->add_flag("!--no-sync", options.engine.sync_writes,
                   "Do not fsync each batch (survives process crashes, not power loss)");
   serve->add_flag("--allow-self-loops", options.engine.allow_self_loops, "Accept src == dst");

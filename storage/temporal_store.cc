@@ -422,6 +422,26 @@ Status TemporalStore::CheckEvent(const EventBatch& batch, size_t i, bool latenes
     return Status::InvalidArgument(EventPrefix(i) + "field 'ts' must be finite and >= 0, got " +
                                    std::to_string(ts));
   }
+  if (options_.max_future_seconds > 0) {
+    // Streams in Unix time are bounded by the clock too, so that one idle for longer than the
+    // bound (a weekend) resumes; a stream with another epoch (seconds since its start) only by
+    // its own newest ts, and a gap longer than the bound needs a larger one.
+    constexpr double kUnixTimeFloor = 946684800.0;  // 2000-01-01: a stream past it is Unix time
+    const bool unix_time = *newest >= kUnixTimeFloor || *newest <= 0;
+    const double clock =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    const double base = unix_time ? std::max(*newest, clock) : *newest;
+    if (ts > base + options_.max_future_seconds) {
+      char bound[320];
+      std::snprintf(bound, sizeof(bound),
+                    "field 'ts' = %.17g is more than %g s ahead of the %s (%.17g); a ts in "
+                    "milliseconds? (bound: --max-future-seconds)",
+                    ts, options_.max_future_seconds,
+                    base == *newest ? "newest ts" : "clock, in Unix seconds", base);
+      return Status::InvalidArgument(EventPrefix(i) + bound);
+    }
+  }
   // Lateness is measured against the newest ts including earlier events of this batch.
   const double oldest_allowed = *newest - options_.lateness_seconds;
   if (!lateness_exempt && ts < oldest_allowed) {

@@ -68,6 +68,11 @@ struct StoreOptions {
   std::optional<uint32_t> feature_dim;
   // Events may arrive up to this many seconds older than the newest stored ts.
   double lateness_seconds = 3600.0;
+  // Events may carry a ts at most this many seconds ahead of the newest stored ts or, for a
+  // stream in Unix time (newest ts past 2000-01-01, or nothing stored yet), of the wall clock:
+  // one event from the far future would otherwise put every later real event outside the
+  // lateness window. 0 = no bound.
+  double max_future_seconds = 86400.0;
   // fsync the WAL on every batch (survives power loss); off survives process crashes only.
   bool sync = true;
   // Neighbours cached in memory per node (NeighborIndex), and the cache's size in bytes: as many
@@ -144,7 +149,8 @@ class TemporalStore {
   TemporalStore& operator=(const TemporalStore&) = delete;
 
   // Checks a batch without writing: INVALID_ARGUMENT / OUT_OF_RANGE naming the event index and
-  // field of the first bad event. Events flagged in `skip_lateness` (re-sent duplicates, which
+  // field of the first bad event (a ts beyond the future bound is INVALID_ARGUMENT: it is wrong
+  // whenever it is sent, unlike a late one). Events flagged in `skip_lateness` (re-sent duplicates, which
   // are acknowledged however old) are exempt from the lateness window.
   Status Validate(const EventBatch& batch,
                   const std::vector<uint8_t>* skip_lateness = nullptr) const;

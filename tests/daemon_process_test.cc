@@ -494,7 +494,7 @@ TEST_F(DaemonProcessTest, DiskFullFailsIngestClearlyAndLosesNothingAcknowledged)
     auto* event = request.add_events();
     event->set_src(1 + i);
     event->set_dst(9000);
-    event->set_ts(1e7 + i);
+    event->set_ts(events_.ts[acknowledged - 1] + 1 + i);  // after the newest stored one
   }
   grpc::ClientContext again;
   tlp::v1::IngestSummary summary;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -217,6 +218,65 @@ TEST_F(StoreTest, InvalidOrLateBatchWritesNothing) {
   ASSERT_TRUE(store->Append(batch, &result).ok());
   EXPECT_EQ(result.duplicates, 1u);
   EXPECT_EQ(store->last_sequence(), 3u);
+}
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+TEST_F(StoreTest, TsFromTheFarFutureIsRefusedAndWedgesNothing) {
+  StoreOptions options;
+  options.max_future_seconds = 86400;
+  auto store = OpenStore(options);
+  AppendResult result;
+  // Before the first event the bound is the clock: milliseconds or 1e300 are refused.
+  for (double ts : {1e300, UnixNow() * 1000}) {
+    EventBatch batch;
+    batch.Add(1, 2, ts);
+    const Status status = store->Append(batch, &result);
+    EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << ts;
+    EXPECT_NE(status.message().find("event 0: field 'ts'"), std::string::npos) << status.message();
+    EXPECT_NE(status.message().find("--max-future-seconds"), std::string::npos);
+  }
+  // A stream with its own epoch (seconds since its start) is bounded by its newest ts.
+  EventBatch batch;
+  batch.Add(1, 2, 100.0);
+  batch.Add(1, 3, 100.0 + 86400);  // exactly at the bound
+  ASSERT_TRUE(store->Append(batch, &result).ok());
+  batch.Clear();
+  batch.Add(1, 2, 86500.0 + 86401);
+  const Status ahead = store->Append(batch, &result);
+  EXPECT_EQ(ahead.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(ahead.message().find("newest ts"), std::string::npos) << ahead.message();
+  // ... and nothing was wedged: the next real event is accepted.
+  batch.Clear();
+  batch.Add(2, 3, 86600.0);
+  ASSERT_TRUE(store->Append(batch, &result).ok());
+  EXPECT_EQ(store->last_sequence(), 3u);
+}
+
+TEST_F(StoreTest, UnixTimeStreamsFollowTheClockAfterAnIdlePeriod) {
+  StoreOptions options;
+  options.max_future_seconds = 86400;
+  options.lateness_seconds = 1e9;
+  auto store = OpenStore(options);
+  AppendResult result;
+  const double now = UnixNow();
+  EventBatch batch;
+  batch.Add(1, 2, now - 3 * 86400.0);  // the stream was idle for three days
+  ASSERT_TRUE(store->Append(batch, &result).ok());
+  batch.Clear();
+  batch.Add(1, 2, now - 60);
+  EXPECT_TRUE(store->Append(batch, &result).ok());
+  batch.Clear();
+  batch.Add(1, 2, now * 1000);
+  EXPECT_EQ(store->Append(batch, &result).code(), Status::Code::kInvalidArgument);
+  // 0 turns the bound off.
+  options.max_future_seconds = 0;
+  store.reset();
+  store = OpenStore(options);
+  EXPECT_TRUE(store->Append(batch, &result).ok());
 }
 
 // Source cursors move with the events in one write: a failed append moves neither, a batch
