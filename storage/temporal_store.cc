@@ -429,8 +429,7 @@ Status TemporalStore::CheckEvent(const EventBatch& batch, size_t i, bool latenes
     constexpr double kUnixTimeFloor = 946684800.0;  // 2000-01-01: a stream past it is Unix time
     const bool unix_time = *newest >= kUnixTimeFloor || *newest <= 0;
     const double clock =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     const double base = unix_time ? std::max(*newest, clock) : *newest;
     if (ts > base + options_.max_future_seconds) {
       char bound[320];
