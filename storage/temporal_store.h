@@ -150,8 +150,8 @@ class TemporalStore {
 
   // Checks a batch without writing: INVALID_ARGUMENT / OUT_OF_RANGE naming the event index and
   // field of the first bad event (a ts beyond the future bound is INVALID_ARGUMENT: it is wrong
-  // whenever it is sent, unlike a late one). Events flagged in `skip_lateness` (re-sent duplicates, which
-  // are acknowledged however old) are exempt from the lateness window.
+  // whenever it is sent, unlike a late one). Events flagged in `skip_lateness` (re-sent duplicates,
+  // which are acknowledged however old) are exempt from the lateness window.
   Status Validate(const EventBatch& batch,
                   const std::vector<uint8_t>* skip_lateness = nullptr) const;
   // Checks event i alone (the batch's feature width is taken as right) against `*newest`, the
