@@ -108,8 +108,8 @@ TEST_F(BadInputTest, TsBeyondTheLatenessWindow) {
 TEST_F(BadInputTest, TsFromTheFarFuture) {
   // 1e300, or milliseconds from a client that should send seconds: refused, so that the real
   // events after it still fit the lateness window.
-  ExpectError(IngestSpoiled([](auto* e) { e->set_ts(1e300); }),
-              grpc::StatusCode::INVALID_ARGUMENT, "event 2: field 'ts'");
+  ExpectError(IngestSpoiled([](auto* e) { e->set_ts(1e300); }), grpc::StatusCode::INVALID_ARGUMENT,
+              "event 2: field 'ts'");
   ExpectError(IngestSpoiled([](auto* e) { e->set_ts(e->ts() * 1000); }),
               grpc::StatusCode::INVALID_ARGUMENT, "--max-future-seconds");
 }

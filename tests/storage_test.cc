@@ -221,8 +221,7 @@ TEST_F(StoreTest, InvalidOrLateBatchWritesNothing) {
 }
 
 double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 TEST_F(StoreTest, TsFromTheFarFutureIsRefusedAndWedgesNothing) {
