@@ -76,9 +76,10 @@ torch::Tensor MergeMlpImpl::forward(const torch::Tensor& left, const torch::Tens
 
 TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config_(config) {
   if (config.architecture != "tgn" && config.architecture != "tgat" &&
-      config.architecture != "dygformer") {
-    throw std::invalid_argument("architecture must be 'tgn', 'tgat' or 'dygformer', got '" +
-                                config.architecture + "'");
+      config.architecture != "graphmixer" && config.architecture != "dygformer") {
+    throw std::invalid_argument(
+        "architecture must be 'tgn', 'tgat', 'graphmixer' or 'dygformer', got '" +
+        config.architecture + "'");
   }
   if (config.layers < 1 || config.layers > 2) throw std::invalid_argument("layers must be 1 or 2");
   if (config.neighbors < 1) throw std::invalid_argument("neighbors must be >= 1");
@@ -100,8 +101,19 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
     options.p = config.attention_p;
     options.dropout = config.dropout;
     dygformer_ = register_module("dygformer", DyGFormer(options));
+  } else if (config.architecture == "graphmixer") {
+    GraphMixerOptions options;
+    options.token_dim = config.edge_feature_dim + config.time_dim;
+    options.model_dim = config.embedding_dim;
+    options.tokens = config.neighbors;
+    options.layers = config.layers;
+    options.heads = config.heads;
+    options.p = config.attention_p;
+    options.dropout = config.dropout;
+    graph_mixer_ = register_module("graph_mixer", GraphMixer(options));
   }
-  for (int64_t layer = 0; !config.pair_wise() && layer < config.layers; ++layer) {
+  const bool attends = config.architecture == "tgn" || config.architecture == "tgat";
+  for (int64_t layer = 0; attends && layer < config.layers; ++layer) {
     const int64_t input_dim = layer == 0 ? config.memory_dim : config.embedding_dim;
     MassAwareAttentionOptions options;
     options.query_dim = input_dim + config.time_dim;
@@ -280,6 +292,7 @@ Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
                                 std::to_string(times.size()) + " times");
   }
   if (config_.pair_wise()) return EmbedSequences(nodes, times, sampler);
+  if (config_.architecture == "graphmixer") return EmbedMixed(nodes, times, sampler);
   if (config_.has_memory()) PreparePendingView();
   // Queries are independent, so large calls run in slices: the attention's temporaries grow
   // with the slice ([queries, heads, k, input] floats). On the CPU, past ~64 MB each pass would
@@ -313,37 +326,58 @@ Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
   return result;
 }
 
-Embeddings TemporalLinkModelImpl::EmbedSequences(std::span<const int64_t> nodes,
-                                                 std::span<const double> times,
-                                                 const NeighborSampler& sampler) {
+torch::Tensor TemporalLinkModelImpl::NeighborTokens(std::span<const int64_t> nodes,
+                                                    std::span<const double> times,
+                                                    const NeighborSampler& sampler,
+                                                    torch::Tensor* valid) {
   const auto count = static_cast<int64_t>(nodes.size());
   const int64_t k = config_.neighbors;
   const int64_t feature_dim = config_.edge_feature_dim;
   NeighborBlock block;
   sampler.Sample(nodes, times, k, &block);
-  const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).device(device());
   const torch::Tensor neighbor_ts =
       torch::from_blob(block.ts.data(), {count, k}, torch::kFloat64).to(device());
   const torch::Tensor query_ts =
       torch::from_blob(const_cast<double*>(times.data()), {count, 1}, torch::kFloat64).to(device());
-  const torch::Tensor neighbor_valid =
+  *valid =
       torch::from_blob(block.valid.data(), {count, k}, torch::kUInt8).to(device()).to(torch::kBool);
-  // Tokens [count, k + 1, F + T]: the node itself (no edge, time offset 0: phi(0) = 1), then its
-  // k most recent interactions.
-  std::vector<torch::Tensor> own = {torch::ones({count, 1, config_.time_dim}, float_options)};
-  std::vector<torch::Tensor> neighbors = {time_encoding_(query_ts - neighbor_ts)};
+  std::vector<torch::Tensor> parts = {time_encoding_(query_ts - neighbor_ts)};
   if (feature_dim > 0) {
     if (static_cast<int64_t>(block.feature_dim) != feature_dim) {
       throw std::invalid_argument("neighbour features have width " +
                                   std::to_string(block.feature_dim) + ", model expects " +
                                   std::to_string(feature_dim));
     }
-    own.insert(own.begin(), torch::zeros({count, 1, feature_dim}, float_options));
-    neighbors.insert(neighbors.begin(), torch::from_blob(block.features.data(),
-                                                         {count, k, feature_dim}, torch::kFloat32)
-                                            .to(device()));
+    parts.insert(parts.begin(),
+                 torch::from_blob(block.features.data(), {count, k, feature_dim}, torch::kFloat32)
+                     .to(device()));
   }
-  const torch::Tensor tokens = torch::cat({torch::cat(own, -1), torch::cat(neighbors, -1)}, 1);
+  return torch::cat(parts, -1) * valid->unsqueeze(-1).to(torch::kFloat32);
+}
+
+Embeddings TemporalLinkModelImpl::EmbedMixed(std::span<const int64_t> nodes,
+                                             std::span<const double> times,
+                                             const NeighborSampler& sampler) {
+  torch::Tensor valid;
+  const torch::Tensor tokens = NeighborTokens(nodes, times, sampler, &valid);
+  GraphMixerOutput mixed = graph_mixer_(tokens, valid);
+  Embeddings result;
+  result.vectors = std::move(mixed.vectors);
+  result.metrics = std::move(mixed.metrics);
+  return result;
+}
+
+Embeddings TemporalLinkModelImpl::EmbedSequences(std::span<const int64_t> nodes,
+                                                 std::span<const double> times,
+                                                 const NeighborSampler& sampler) {
+  const auto count = static_cast<int64_t>(nodes.size());
+  torch::Tensor neighbor_valid;
+  const torch::Tensor neighbors = NeighborTokens(nodes, times, sampler, &neighbor_valid);
+  // The node's own token first: no edge (zero features), time offset 0 (phi(0) = 1).
+  const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).device(device());
+  torch::Tensor own = torch::zeros({count, 1, neighbors.size(2)}, float_options);
+  own.narrow(2, config_.edge_feature_dim, config_.time_dim).fill_(1.0f);
+  const torch::Tensor tokens = torch::cat({own, neighbors}, 1);
   const torch::Tensor valid =
       torch::cat({torch::ones({count, 1}, float_options.dtype(torch::kBool)), neighbor_valid}, 1);
   Embeddings result;

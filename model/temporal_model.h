@@ -1,5 +1,6 @@
-// TemporalLinkModel: TGN (memory + temporal attention), TGAT (attention only) or DyGFormer
-// (a transformer over both endpoints' interaction sequences, model/dygformer.h), with Mass-Aware
+// TemporalLinkModel: TGN (memory + temporal attention), TGAT (attention only), GraphMixer (an
+// MLP-mixer over each node's recent interactions, model/graph_mixer.h) or DyGFormer (a
+// transformer over both endpoints' interaction sequences, model/dygformer.h), with Mass-Aware
 // Attention, and an MLP link predictor.
 //
 // Memory protocol (as in the TGN reference, so the memory updater receives gradients and no
@@ -17,13 +18,15 @@
 #include <string>
 
 #include "model/dygformer.h"
+#include "model/graph_mixer.h"
 #include "model/mass_aware_attention.h"
 #include "model/neighbor_sampler.h"
 
 namespace tlp::model {
 
 struct ModelConfig {
-  // "tgn" (memory + attention), "tgat" (no memory) or "dygformer" (no memory; pair-wise)
+  // "tgn" (memory + attention), "tgat" (no memory), "graphmixer" (no memory, no attention but
+  // its pooling) or "dygformer" (no memory; pair-wise)
   std::string architecture = "tgn";
   int64_t memory_dim = 100;      // node state width (TGAT: width of the zero node input)
   int64_t time_dim = 100;        // time encoding width
@@ -174,6 +177,13 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   torch::Tensor EmbedLayer(std::span<const int64_t> nodes, std::span<const double> times,
                            int64_t layer, const NeighborSampler& sampler,
                            AttentionMetrics* metrics);
+  // The k most recent interactions of each query node as tokens [n, k, F + T]: edge features
+  // and the encoded age, zero on padding; *valid [n, k] marks real ones.
+  torch::Tensor NeighborTokens(std::span<const int64_t> nodes, std::span<const double> times,
+                               const NeighborSampler& sampler, torch::Tensor* valid);
+  // GraphMixer's Embed.
+  Embeddings EmbedMixed(std::span<const int64_t> nodes, std::span<const double> times,
+                        const NeighborSampler& sampler);
   // DyGFormer's Embed: each query's sequence (itself, then its neighbours), patched.
   Embeddings EmbedSequences(std::span<const int64_t> nodes, std::span<const double> times,
                             const NeighborSampler& sampler);
@@ -187,6 +197,7 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   MergeMlp predictor_{nullptr};
   torch::nn::Linear pair_encoder_{nullptr};  // pair evidence -> embedding_dim (pair models)
   DyGFormer dygformer_{nullptr};             // the encoder of architecture "dygformer"
+  GraphMixer graph_mixer_{nullptr};          // the encoder of architecture "graphmixer"
 
   // Node state: not parameters (derived from the event log, checkpointed by the server).
   int64_t node_count_ = 0;

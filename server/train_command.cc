@@ -335,9 +335,10 @@ void AddTrainCommands(CLI::App& app) {
   train->add_option("--out", t.checkpoint, "Checkpoint file to write");
   train
       ->add_option("--architecture", t.config.architecture,
-                   "tgn (memory), tgat (no memory) or dygformer (a transformer over both "
-                   "endpoints' recent interactions)")
-      ->check(CLI::IsMember({"tgn", "tgat", "dygformer"}));
+                   "tgn (memory), tgat (no memory), graphmixer (an MLP-mixer over each node's "
+                   "recent interactions) or dygformer (a transformer over both endpoints' "
+                   "recent interactions)")
+      ->check(CLI::IsMember({"tgn", "tgat", "graphmixer", "dygformer"}));
   train
       ->add_option("--patch-size", t.config.patch_size,
                    "DyGFormer: interactions per patch; divides --neighbors + 1")

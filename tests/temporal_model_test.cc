@@ -93,7 +93,8 @@ TEST_P(ModelVariants, EmbedsWithoutLeakageAndUpdatesMemoryAfterScoring) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ModelVariants,
-                         ::testing::Combine(::testing::Values("tgn", "tgat", "dygformer"),
+                         ::testing::Combine(::testing::Values("tgn", "tgat", "graphmixer",
+                                                              "dygformer"),
                                             ::testing::Values(1, 2), ::testing::Values(0, 4)));
 
 // The rows' memory [n, memory_dim] and last update times [n], through ReadRows' buffers.
