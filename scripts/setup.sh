@@ -22,8 +22,10 @@ PACKAGES=(
   zlib1g-dev libabsl-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # Python client example and its test
+  # Python client and its test
   python3 python3-grpcio python3-protobuf
+  # the Python package client/python: built with pip in a venv, its tests use pandas
+  python3-pip python3-venv python3-setuptools python3-wheel python3-pandas
   # tlpctl eval --plot draws with gnuplot
   gnuplot-nox
   # deploy checks: promtool, a real Prometheus for the scrape test, YAML parsing of manifests

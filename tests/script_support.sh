@@ -4,3 +4,22 @@
 free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
+
+# make_test_certificates DIR: a CA (ca.pem), a server certificate for localhost / 127.0.0.1
+# (server.pem, server.key) and a client certificate (client.pem, client.key) in DIR.
+make_test_certificates() {
+  (
+    cd "$1"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=tlpd test CA" \
+      -keyout ca.key -out ca.pem 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key \
+      -out server.csr 2>/dev/null
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > san.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+      -extfile san.ext -out server.pem 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=tlpctl" -keyout client.key \
+      -out client.csr 2>/dev/null
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+      -out client.pem 2>/dev/null
+  )
+}

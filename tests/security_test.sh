@@ -13,15 +13,7 @@ tlpctl=$(realpath "$tlpctl")
 cd "$work"
 fail() { echo "FAILED: $*"; exit 1; }
 
-# A CA, a server certificate for localhost / 127.0.0.1, and a client certificate.
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=tlpd test CA" \
-  -keyout ca.key -out ca.pem 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr 2>/dev/null
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > san.ext
-openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-  -extfile san.ext -out server.pem 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -subj "/CN=tlpctl" -keyout client.key -out client.csr 2>/dev/null
-openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem 2>/dev/null
+make_test_certificates .
 printf '# tokens, one per line\nold-token-being-rotated-out\ns3cret-token\n' > tokens
 echo "s3cret-token" > token
 echo "wrong-token" > wrong

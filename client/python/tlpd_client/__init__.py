@@ -1,0 +1,6 @@
+"""tlpd_client: a typed Python client of tlpd (see client.py)."""
+from tlpd_client.client import (Client, Event, IngestSummary, LinkScore, ModelInfo, Neighbor,
+                                NodeState, Ranker, RepresentationMetrics, TlpdError)
+
+__all__ = ["Client", "Event", "IngestSummary", "LinkScore", "ModelInfo", "Neighbor", "NodeState",
+           "Ranker", "RepresentationMetrics", "TlpdError"]
