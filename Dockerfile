@@ -29,7 +29,10 @@ VOLUME /var/lib/tlpd
 EXPOSE 50051 9464
 ENV TLPD_LISTEN=0.0.0.0:50051 TLPD_METRICS_LISTEN=0.0.0.0:9464 TLPD_DATA_DIR=/var/lib/tlpd/data \
     TLPD_CHECKPOINT=/var/lib/tlpd/model.pt
-HEALTHCHECK --interval=15s --timeout=5s --start-period=120s \
-  CMD ["tlpctl", "--address", "127.0.0.1:50051", "--timeout", "3", "health"]
+# Liveness, not readiness: the first start trains the bundled model for minutes, and a container
+# marked unhealthy meanwhile would be restarted in a loop by an orchestrator that acts on it.
+# Readiness is `tlpctl health` (no --service): SERVING once it takes traffic.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s \
+  CMD ["tlpctl", "--address", "127.0.0.1:50051", "--timeout", "3", "health", "--service", "liveness"]
 ENTRYPOINT ["tlpd"]
 CMD ["serve"]

@@ -8,13 +8,20 @@
 namespace tlp::client {
 
 Health CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
-                   std::chrono::milliseconds timeout) {
+                   std::chrono::milliseconds timeout, const std::string& service) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
   grpc::CompletionQueue queue;
-  grpc::Slice empty("");  // HealthCheckRequest{service: ""} encodes as no bytes
-  grpc::ByteBuffer request(&empty, 1), response;
+  // HealthCheckRequest{service}: field 1 (tag 0x0a), its length, its bytes; "" encodes as none.
+  std::string encoded;
+  if (!service.empty()) {
+    encoded.push_back(0x0a);
+    encoded.push_back(static_cast<char>(service.size()));
+    encoded += service;
+  }
+  grpc::Slice request_slice(encoded);
+  grpc::ByteBuffer request(&request_slice, 1), response;
   grpc::Status status;
   auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &queue);
   call->StartCall();

@@ -7,12 +7,17 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 namespace tlp::client {
 
 enum class Health { kUnreachable = -1, kUnknown = 0, kServing = 1, kNotServing = 2 };
 
+// The health of `service`: "" is the whole server (tlpd: SERVING once it can take traffic,
+// the readiness probe), "liveness" tlpd's process (SERVING from the moment it listens, while it
+// trains its first model or replays its log too). Names must be shorter than 128 bytes.
 Health CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
-                   std::chrono::milliseconds timeout = std::chrono::seconds(2));
+                   std::chrono::milliseconds timeout = std::chrono::seconds(2),
+                   const std::string& service = "");
 
 }  // namespace tlp::client

@@ -504,11 +504,18 @@ int main(int argc, char** argv) {
 
   CLI::App* health = app.add_subcommand(
       "health", "Ask the grpc.health.v1 service; exit 0 only when SERVING (for probes)");
+  static std::string health_service;
+  health
+      ->add_option("--service", health_service,
+                   "\"\" (default): ready to serve; \"liveness\": the process is up (also while "
+                   "it trains its first model or replays its log)")
+      ->check(CLI::IsMember({"", "liveness"}));
   health->callback([&] {
     std::string token;
     const auto channel = Channel(&token);
     const client::Health state = client::CheckHealth(
-        channel, std::chrono::milliseconds(static_cast<int64_t>(global.timeout_seconds * 1000)));
+        channel, std::chrono::milliseconds(static_cast<int64_t>(global.timeout_seconds * 1000)),
+        health_service);
     const char* names[] = {"UNREACHABLE", "UNKNOWN", "SERVING", "NOT_SERVING"};
     std::printf("%s\n", names[static_cast<int>(state) + 1]);
     std::exit(state == client::Health::kServing ? 0 : 1);

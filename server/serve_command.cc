@@ -21,6 +21,9 @@
 
 namespace tlp::server {
 
+// The grpc.health.v1 service name that says the process is up (client/health_check.h).
+constexpr char kLivenessService[] = "liveness";
+
 namespace {
 
 // Resolves the model checkpoint, training the bundled model when there is none (see
@@ -108,7 +111,10 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
   if (!result->impl_->server || result->port_ == 0) {
     return Status::Unavailable("cannot listen on " + options.listen);
   }
+  // Readiness ("", and every service) waits for recovery; liveness answers from now on, so that
+  // an orchestrator does not restart a daemon that is training its first model or replaying.
   result->impl_->server->GetHealthCheckService()->SetServingStatus(false);
+  result->impl_->server->GetHealthCheckService()->SetServingStatus(kLivenessService, true);
   spdlog::info("listening on {} (port {}); recovering before serving", options.listen,
                result->port_);
   if (const std::string_view core = BlasCoreName(); !core.empty()) {

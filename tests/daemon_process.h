@@ -67,13 +67,15 @@ class DaemonProcess {
     }
     return false;
   }
-  client::Health Health() const {
+  // service: "" = ready, "liveness" = the process is up (client/health_check.h).
+  client::Health Health(const std::string& service = "") const {
     // A fresh channel per probe: one made before the daemon listened sits in gRPC's reconnect
     // backoff for seconds after it does.
     grpc::ChannelArguments arguments;
     arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     return client::CheckHealth(
-        grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), arguments));
+        grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), arguments),
+        std::chrono::seconds(2), service);
   }
   // Waits up to `limit` for the process to exit on its own; its status, or -1.
   int WaitExit(std::chrono::seconds limit) {

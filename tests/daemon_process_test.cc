@@ -211,14 +211,17 @@ TEST_F(DaemonProcessTest, FirstStartTrainsAModelWhenThereIsNone) {
     EXPECT_NE(Log().find((dir_ / "data" / "model.pt").string()), std::string::npos) << Log();
   }
   DaemonProcess daemon(dir_, port_, metrics_port_, {"--bootstrap-data", data.string()});
-  // While it trains, the gRPC server is up and health says NOT_SERVING.
+  // While it trains, the gRPC server is up: not ready (NOT_SERVING), but alive, so that an
+  // orchestrator's liveness probe does not restart it in a loop.
   client::Health first = client::Health::kUnreachable;
   for (int i = 0; i < 300 && first == client::Health::kUnreachable; ++i) {
     first = daemon.Health();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(first, client::Health::kNotServing);
+  EXPECT_EQ(daemon.Health("liveness"), client::Health::kServing);
   ASSERT_TRUE(daemon.WaitServing()) << Log();
+  EXPECT_EQ(daemon.Health("liveness"), client::Health::kServing);
   EXPECT_TRUE(std::filesystem::exists(dir_ / "data" / "model.pt"));
   EXPECT_NE(Log().find("training the bundled model"), std::string::npos);
   auto stub = daemon.Stub();

@@ -149,9 +149,12 @@ for manifest in sorted((root / "deploy" / "k8s").glob("*.yaml")):
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
         check(ports == {"grpc": 50051, "metrics": 9464},
               f"{name}: StatefulSet ports grpc 50051, metrics 9464")
-        for probe in ["startupProbe", "readinessProbe", "livenessProbe"]:
+        for probe in ["readinessProbe", "livenessProbe"]:
             check(container.get(probe, {}).get("grpc", {}).get("port") == 50051,
                   f"{name}: {probe} must use the gRPC health service on 50051")
+        # Liveness must not wait for readiness: a first start trains for minutes.
+        check(container["livenessProbe"]["grpc"].get("service") == "liveness",
+              f"{name}: livenessProbe must ask the 'liveness' service, not readiness")
         check(container.get("resources", {}).get("requests"), f"{name}: no resource requests")
         mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
         check("/var/lib/tlpd" in mounts, f"{name}: data volume not mounted at /var/lib/tlpd")
