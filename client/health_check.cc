@@ -7,8 +7,8 @@
 
 namespace tlp::client {
 
-Health CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
-                   std::chrono::milliseconds timeout, const std::string& service) {
+Health CheckHealth(const std::shared_ptr<grpc::Channel>& channel, std::chrono::milliseconds timeout,
+                   const std::string& service) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
