@@ -475,6 +475,13 @@ int main(int argc, char** argv) {
   eval->add_option("--ranking-queries", eval_settings.replay.ranking_queries,
                    "Test positives ranked one-vs-all by TopK and the built-in baselines "
                    "(-1 = all, 0 = none)");
+  eval->add_option("--max-score-pairs", eval_settings.replay.max_score_pairs,
+                   "Pairs per ScoreLinks call: at most the daemon's --max-score-pairs")
+      ->check(CLI::PositiveNumber);
+  eval->add_option("--max-k", eval_settings.replay.ranking_k,
+                   "TopK's k for the one-vs-all ranking: at most the daemon's --max-k; a true "
+                   "destination ranked beyond it counts as reciprocal rank 0")
+      ->check(CLI::PositiveNumber);
   eval->add_option("--plot", eval_settings.plot,
                    "Also write an SVG: score distribution and representation norm vs degree");
   eval->add_option("--json-out", eval_settings.json_out, "Also write the figures as JSON");

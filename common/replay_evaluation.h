@@ -72,12 +72,12 @@ class ReplayTarget {
 struct ReplayOptions {
   size_t batch_size = 200;         // must equal the target's memory chunk (tlpd: 200)
   size_t history_batch = 10000;    // events per ingest call for the history
-  size_t max_score_pairs = 10000;  // pairs per Score call (the daemon's limit)
+  size_t max_score_pairs = 10000;  // pairs per Score call (at most the daemon's --max-score-pairs)
   uint64_t seed = 0;
   int64_t mrr_queries = 2000;
   int64_t mrr_negatives = 100;
   int64_t ranking_queries = -1;  // test positives ranked one-vs-all; -1 = all, 0 = none
-  uint32_t ranking_k = 1000;     // TopK's k (tlpd's limit)
+  uint32_t ranking_k = 1000;     // TopK's k (at most the daemon's --max-k)
   double test_quantile = 0.85;
   // Called after each step with (events done, events in all) for progress display.
   std::function<void(uint64_t, uint64_t)> progress;
