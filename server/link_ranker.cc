@@ -5,6 +5,29 @@
 #include <unordered_set>
 
 namespace tlp::server {
+namespace {
+
+// Best first; equal scores by node id, so that the order does not depend on the candidates'.
+bool Before(const LinkScore& a, const LinkScore& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.query.dst < b.query.dst);
+}
+
+}  // namespace
+
+Status LinkRanker::Shortlist(const RankQuery& query, std::vector<uint64_t>* candidates) const {
+  const size_t keep = std::max<size_t>(shortlist_, query.k);
+  if (shortlist_ == 0 || candidates->size() <= keep) return Status::Ok();
+  RankQuery first_stage = query;
+  first_stage.baseline = Baseline::kRecency;
+  std::vector<LinkScore> scores;
+  if (Status status = ScoreByBaseline(first_stage, *candidates, &scores); !status.ok()) {
+    return status;
+  }
+  std::partial_sort(scores.begin(), scores.begin() + keep, scores.end(), Before);
+  candidates->resize(keep);
+  for (size_t i = 0; i < keep; ++i) (*candidates)[i] = scores[i].query.dst;
+  return Status::Ok();
+}
 
 Status LinkRanker::Rank(const RankQuery& query, const ScoreFunction& score,
                         RankResult* result) const {
@@ -28,6 +51,7 @@ Status LinkRanker::Rank(const RankQuery& query, const ScoreFunction& score,
     Status status = ScoreByBaseline(query, candidates, &scores);
     if (!status.ok()) return status;
   } else {
+    if (Status status = Shortlist(query, &candidates); !status.ok()) return status;
     std::vector<LinkQuery> queries;
     queries.reserve(candidates.size());
     for (uint64_t candidate : candidates) queries.push_back({query.src, candidate, query.at});
@@ -41,10 +65,7 @@ Status LinkRanker::Rank(const RankQuery& query, const ScoreFunction& score,
   }
   result->candidates_scored = scores.size();
   const size_t keep = std::min<size_t>(query.k, scores.size());
-  std::partial_sort(scores.begin(), scores.begin() + keep, scores.end(),
-                    [](const LinkScore& a, const LinkScore& b) {
-                      return a.logit > b.logit || (a.logit == b.logit && a.query.dst < b.query.dst);
-                    });
+  std::partial_sort(scores.begin(), scores.begin() + keep, scores.end(), Before);
   scores.resize(keep);
   return Status::Ok();
 }

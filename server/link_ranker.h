@@ -46,9 +46,9 @@ using ScoreFunction = std::function<Status(std::span<const LinkQuery>, std::vect
 
 class LinkRanker {
  public:
-  // `engine` must outlive the ranker.
-  LinkRanker(const Engine& engine, size_t max_score_pairs)
-      : engine_(engine), max_score_pairs_(max_score_pairs) {}
+  // `engine` must outlive the ranker. shortlist: 0 = the model scores every candidate.
+  LinkRanker(const Engine& engine, size_t max_score_pairs, size_t shortlist = 0)
+      : engine_(engine), max_score_pairs_(max_score_pairs), shortlist_(shortlist) {}
 
   Status Rank(const RankQuery& query, const ScoreFunction& score, RankResult* result) const;
 
@@ -56,8 +56,11 @@ class LinkRanker {
   // query.baseline's scores of `candidates` into *scores (LinkScore.logit).
   Status ScoreByBaseline(const RankQuery& query, std::span<const uint64_t> candidates,
                          std::vector<LinkScore>* scores) const;
+  // Keeps the max(shortlist_, k) candidates the recency-then-popularity baseline ranks first.
+  Status Shortlist(const RankQuery& query, std::vector<uint64_t>* candidates) const;
   const Engine& engine_;
   size_t max_score_pairs_;
+  size_t shortlist_;
 };
 
 }  // namespace tlp::server

@@ -375,6 +375,9 @@ void AddServeCommand(CLI::App& app) {
                     "Most explicit candidates one TopK may carry; more is INVALID_ARGUMENT");
   serve->add_option("--max-k", options.limits.max_k, "Largest k a TopK may ask for")
       ->check(CLI::PositiveNumber);
+  serve->add_option("--topk-shortlist", options.limits.topk_shortlist,
+                    "TopK: the model scores only the max(N, k) candidates that recent "
+                    "destinations, then popular ones, rank first (0 = every candidate)");
   serve->add_option("--max-inflight-ingest", options.limits.max_inflight_ingest,
                     "Concurrent ingest calls; beyond, RESOURCE_EXHAUSTED");
   serve->add_option("--ingest-queue-events", options.writer.max_queued_events,

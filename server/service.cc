@@ -257,7 +257,7 @@ grpc::Status TemporalLinkService::HandleTopK(grpc::ServerContext* context,
                                                       ", not one of tlp.v1.Ranker's values"};
   }
   RankResult ranked;
-  Status status = LinkRanker(*engine, limits_.max_score_pairs)
+  Status status = LinkRanker(*engine, limits_.max_score_pairs, limits_.topk_shortlist)
                       .Rank(
                           query,
                           [&](std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {

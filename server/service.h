@@ -20,6 +20,9 @@ struct ServiceLimits {
   size_t max_score_pairs = 10000;
   size_t max_candidates = 100000;
   uint32_t max_k = 1000;
+  // TopK: the model scores at most max(this, k) candidates, those the recency-then-popularity
+  // baseline ranks first (server/link_ranker.h); 0 = every candidate.
+  size_t topk_shortlist = 0;
   size_t stream_batch_events = 1000;  // IngestEvents: events per durable append
   size_t max_inflight_ingest = 64;    // concurrent ingest calls; beyond: RESOURCE_EXHAUSTED
 };

@@ -31,6 +31,8 @@ struct TrainSettings {
   bool evaluate = true;
   bool replay = false;
   int64_t ranking_queries = -1;  // --replay: test positives ranked one-vs-all (-1 = all)
+  size_t topk_shortlist = 0;     // --replay: TopK's shortlist (ServiceLimits::topk_shortlist)
+  uint32_t ranking_k = 1000;     // --replay: TopK's k for the one-vs-all ranking
 };
 
 nlohmann::json FiguresJson(const LinkFigures& figures) {
@@ -170,8 +172,8 @@ int RunTrain(const TrainSettings& s) {
 // the network, so `tlpctl eval` against a daemon must report the same figures.
 class EngineReplayTarget : public ReplayTarget {
  public:
-  explicit EngineReplayTarget(Engine& engine, std::string id_prefix)
-      : engine_(engine), id_prefix_(std::move(id_prefix)) {}
+  EngineReplayTarget(Engine& engine, std::string id_prefix, size_t topk_shortlist)
+      : engine_(engine), id_prefix_(std::move(id_prefix)), topk_shortlist_(topk_shortlist) {}
 
   Status Ingest(const EventBatch& events, uint64_t first, uint64_t* last_sequence) override {
     // The ids tlpctl derives, so that the stores match event for event.
@@ -206,7 +208,7 @@ class EngineReplayTarget : public ReplayTarget {
     query.k = k;
     RankResult result;
     Status status =
-        LinkRanker(engine_, ServiceLimits{}.max_score_pairs)
+        LinkRanker(engine_, ServiceLimits{}.max_score_pairs, topk_shortlist_)
             .Rank(
                 query,
                 [&](std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
@@ -222,6 +224,7 @@ class EngineReplayTarget : public ReplayTarget {
  private:
   Engine& engine_;
   std::string id_prefix_;
+  size_t topk_shortlist_;
   EventBatch batch_;
   std::vector<LinkQuery> queries_;
   std::vector<LinkScore> link_scores_;
@@ -250,12 +253,14 @@ int RunReplayEval(const TrainSettings& s) {
     std::unique_ptr<Engine> engine;
     status = Engine::Open(options, &engine);
     if (status.ok()) {
-      EngineReplayTarget target(*engine, std::filesystem::path(s.data).filename().string());
+      EngineReplayTarget target(*engine, std::filesystem::path(s.data).filename().string(),
+                                s.topk_shortlist);
       ReplayOptions replay;
       replay.seed = s.options.seed;
       replay.mrr_queries = s.options.mrr_queries;
       replay.mrr_negatives = s.options.mrr_negatives;
       replay.ranking_queries = s.ranking_queries;
+      replay.ranking_k = s.ranking_k;
       status = RunReplayEvaluation(stream, replay, target, &report);
     }
   }
@@ -394,6 +399,13 @@ void AddTrainCommands(CLI::App& app) {
   eval->add_option("--ranking-queries", eval_settings.ranking_queries,
                    "With --replay: test positives ranked one-vs-all by TopK and the baselines "
                    "(-1 = all, 0 = none)");
+  eval->add_option("--topk-shortlist", eval_settings.topk_shortlist,
+                   "With --replay: TopK's model scores only the max(N, k) candidates that recent "
+                   "destinations, then popular ones, rank first (tlpd serve --topk-shortlist)");
+  eval->add_option("--ranking-k", eval_settings.ranking_k,
+                   "With --replay: TopK's k for the one-vs-all ranking (a destination ranked "
+                   "beyond it counts as reciprocal rank 0)")
+      ->check(CLI::Range(1, 1000));
   eval->add_flag("--probe", eval_settings.options.probe,
                  "Fit the degree probe (log(1 + degree) from embeddings; on by default)");
   eval->callback([] { std::exit(RunEval(eval_settings)); });
