@@ -14,6 +14,12 @@ namespace {
 struct NormalisedWeights {
   torch::Tensor scaled;  // w_i / (sum_j w_j^p)^(1/p); exactly 0 on padding and in empty rows
   torch::Tensor effective_neighbors, attention_mass, attention_entropy;
+
+  // The metrics averaged over the heads (dimension 1), with the valid keys per row.
+  AttentionMetrics MeanOverHeads(const torch::Tensor& valid) const {
+    return {effective_neighbors.mean(1), attention_mass.mean(1), attention_entropy.mean(1),
+            valid.sum(-1)};
+  }
 };
 
 NormalisedWeights NormaliseMassAware(const torch::Tensor& scores, const torch::Tensor& key_valid,
@@ -61,10 +67,7 @@ MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
   MassAwareAggregateResult result;
   // [B, H, K] x [B, K, D] (values shared by the heads) or per head -> [B, H, D]
   result.output = (weights.scaled.unsqueeze(-1) * values).sum(2);
-  result.metrics.effective_neighbors = weights.effective_neighbors.mean(1);
-  result.metrics.attention_mass = weights.attention_mass.mean(1);
-  result.metrics.attention_entropy = weights.attention_entropy.mean(1);
-  result.metrics.neighbors_used = valid.sum(-1);
+  result.metrics = weights.MeanOverHeads(valid);
   return result;
 }
 
@@ -101,10 +104,7 @@ SelfAttentionOutput MassAwareSelfAttentionImpl::forward(const torch::Tensor& tok
                                   .reshape({batch, count, options_.model_dim});
   SelfAttentionOutput result;
   result.output = dropout_(output_projection_(mixed));
-  result.metrics.effective_neighbors = weights.effective_neighbors.mean(1);
-  result.metrics.attention_mass = weights.attention_mass.mean(1);
-  result.metrics.attention_entropy = weights.attention_entropy.mean(1);
-  result.metrics.neighbors_used = valid.sum(-1);
+  result.metrics = weights.MeanOverHeads(valid);
   return result;
 }
 
