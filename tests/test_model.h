@@ -21,11 +21,15 @@ inline std::filesystem::path FreshDirectory(const std::string& name) {
   return dir;
 }
 
-// A TGN checkpoint with memory, embedding and time widths `width`, weights drawn with `seed`.
-inline Status WriteSmallModel(const std::filesystem::path& path, int64_t width, uint64_t seed) {
+// A checkpoint (TGN unless `architecture` says otherwise) with memory, embedding and time widths
+// `width`, weights drawn with `seed`.
+inline Status WriteSmallModel(const std::filesystem::path& path, int64_t width, uint64_t seed,
+                              const std::string& architecture = "tgn") {
   torch::manual_seed(seed);
   model::ModelConfig config;
+  config.architecture = architecture;
   config.memory_dim = config.embedding_dim = config.time_dim = width;
+  if (config.pair_wise()) config.neighbors = 3;
   model::TemporalLinkModel model(config);
   return model::SaveCheckpoint(path.string(), model);
 }
