@@ -2,8 +2,10 @@
 """The ranking results table from bench/ranking.sh's per-run JSON (OUT_DIR/runs/*.json).
 
 Per data set and configuration: mean +- sample std over seeds of the one-vs-all MRR, Hits@1 and
-Hits@10 (TopK over every destination seen so far), AP with random and historical negatives,
-and the validation MRR of the epoch kept; then the built-in baselines on the same queries.
+Hits@10 (TopK over every destination seen so far), AP with random and historical negatives (the
+replay), AP with inductive negatives, new-node AP and the degree probe's R^2 (the offline test
+report of `tlpd train`, where the run has one), and the validation MRR of the epoch kept; then
+the built-in baselines on the same queries (one row set per query count).
 Writes OUT_DIR/table.md and OUT_DIR/results.json and prints the table.
 Usage: python3 bench/ranking_table.py OUT_DIR
 """
@@ -27,7 +29,7 @@ def main():
     directory = pathlib.Path(sys.argv[1])
     runs = collections.defaultdict(lambda: collections.defaultdict(list))
     baselines = {}
-    queries = {}
+    queries = {}  # (dataset, config) -> ranked queries
     for path in sorted((directory / "runs").glob("*.eval.json")):
         stem = path.name[: -len(".eval.json")]
         dataset, rest = stem.split("-", 1)
@@ -43,24 +45,32 @@ def main():
         figures["hits_at_10"].append(evaluation["ranking"]["hits_at_10"])
         figures["ap_random"].append(evaluation["random"]["ap"])
         figures["ap_historical"].append(evaluation["historical"]["ap"])
-        baselines[dataset] = evaluation["baselines"]
-        queries[dataset] = evaluation["ranking"]["queries"]
+        test = train.get("test")  # absent when trained with --no-eval
+        if test:
+            figures["ap_inductive"].append(test["transductive"]["inductive"]["ap"])
+            figures["new_node_ap"].append(test["inductive"]["random"]["ap"])
+            figures["probe_r2"].append(test["probe_r2"])
+        baselines[(dataset, evaluation["ranking"]["queries"])] = evaluation["baselines"]
+        queries[(dataset, config)] = evaluation["ranking"]["queries"]
 
     lines = ["| data set | model | seeds | epochs | validation MRR | test MRR | Hits@1 | Hits@10 "
-             "| AP random | AP historical |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| AP random | AP historical | AP inductive | new-node AP | probe R² |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     results = []
     for (dataset, config), figures in sorted(runs.items()):
-        lines.append(f"| {dataset} ({queries[dataset]} queries) | {config} | "
+        lines.append(f"| {dataset} ({queries[(dataset, config)]} queries) | {config} | "
                      f"{len(figures['mrr'])} | {cell(figures['epochs'], 1)} | "
                      f"{cell(figures['validation_mrr'])} | **{cell(figures['mrr'])}** | "
                      f"{cell(figures['hits_at_1'])} | {cell(figures['hits_at_10'])} | "
-                     f"{cell(figures['ap_random'])} | {cell(figures['ap_historical'])} |")
+                     f"{cell(figures['ap_random'])} | {cell(figures['ap_historical'])} | "
+                     f"{cell(figures['ap_inductive'])} | {cell(figures['new_node_ap'])} | "
+                     f"{cell(figures['probe_r2'])} |")
         results.append({"dataset": dataset, "config": config, **figures})
-    for dataset, rows in sorted(baselines.items()):
+    for (dataset, count), rows in sorted(baselines.items()):
         for name, figures in rows.items():
-            lines.append(f"| {dataset} ({queries[dataset]} queries) | baseline: {name} | | | | "
+            lines.append(f"| {dataset} ({count} queries) | baseline: {name} | | | | "
                          f"{figures['mrr']:.3f} | {figures['hits_at_1']:.3f} | "
-                         f"{figures['hits_at_10']:.3f} | | |")
+                         f"{figures['hits_at_10']:.3f} | | | | | |")
             results.append({"dataset": dataset, "config": f"baseline:{name}", **figures})
     # MAA against softmax, cell by cell (same data set, same family, test MRR means).
     wins, cells = 0, []
