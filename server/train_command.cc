@@ -16,12 +16,15 @@
 #include "server/engine.h"
 #include "server/link_ranker.h"
 #include "server/service.h"
+#include "storage/event_log_reader.h"
 
 namespace tlp::server {
 namespace {
 
 struct TrainSettings {
-  std::string data;
+  std::string data;        // an event file, or
+  std::string from_store;  // a data dir's event log (storage/event_log_reader.h)
+  storage::EventLogWindow window;
   std::string checkpoint = "tlpd-model.pt";
   std::string json_out;
   std::string device = "cpu";
@@ -90,27 +93,65 @@ nlohmann::json ReportJson(const model::EvaluationReport& report) {
   return json;
 }
 
-int LoadData(const std::string& path, uint64_t seed, model::TemporalDataset* dataset,
-             model::DataSplit* split) {
+// What the events were read from, for logs and JSON.
+std::string SourceName(const TrainSettings& s) {
+  return s.from_store.empty() ? s.data : "store " + s.from_store;
+}
+
+// The events of --data, or of --from-store's event log in its window (read beside a serving
+// daemon without blocking it).
+Status ReadEvents(const TrainSettings& s, EventBatch* events) {
+  if (s.from_store.empty()) return EventReader::ReadAll(s.data, events);
+  storage::EventLogRead read;
+  Status status = storage::ReadEventLog(s.from_store, s.window, events, &read);
+  if (!status.ok()) return status;
+  spdlog::info("{}: {} events of {} stored{}", SourceName(s), events->size(), read.last_sequence,
+               read.late_events > 0
+                   ? fmt::format(" ({} accepted late, put back in time order)", read.late_events)
+                   : "");
+  if (events->size() == 0) {
+    return Status::InvalidArgument(
+        "no events to train on in " + SourceName(s) +
+        (s.window.since_ts || s.window.last_events > 0 ? " within --since / --last-events" : ""));
+  }
+  return Status::Ok();
+}
+
+int LoadData(const TrainSettings& s, model::TemporalDataset* dataset, model::DataSplit* split) {
   EventBatch events;
-  Status status = EventReader::ReadAll(path, &events);
+  Status status = ReadEvents(s, &events);
   if (status.ok()) status = model::TemporalDataset::FromEvents(events, dataset);
   if (!status.ok()) {
     spdlog::error("{}", status.ToString());
     return 1;
   }
-  *split = model::SplitChronologically(*dataset, seed);
+  *split = model::SplitChronologically(*dataset, s.options.seed);
   spdlog::info(
-      "{}: {} events, {} nodes; train {} / validation {} / test {} events, {} nodes held out", path,
-      dataset->events(), dataset->nodes(), split->train.size(), split->validation.size(),
-      split->test.size(), split->masked_nodes);
+      "{}: {} events, {} nodes; train {} / validation {} / test {} events, {} nodes held out",
+      SourceName(s), dataset->events(), dataset->nodes(), split->train.size(),
+      split->validation.size(), split->test.size(), split->masked_nodes);
   return 0;
 }
 
 void AddModelOptions(CLI::App* command, TrainSettings& s) {
-  command->add_option("--data", s.data, "Event file (JODIE CSV, SNAP text or tlpd CSV; .gz ok)")
-      ->required()
+  CLI::Option_group* source = command->add_option_group("events", "Where the events come from");
+  source->add_option("--data", s.data, "Event file (JODIE CSV, SNAP text or tlpd CSV; .gz ok)")
       ->check(CLI::ExistingFile);
+  CLI::Option* from_store =
+      source
+          ->add_option("--from-store", s.from_store,
+                       "A tlpd data dir: its event log, read beside a daemon serving it without "
+                       "blocking it (a RocksDB secondary instance), in time order")
+          ->check(CLI::ExistingDirectory);
+  source->require_option(1);
+  command
+      ->add_option("--since", s.window.since_ts,
+                   "With --from-store: only events with ts >= this (a sliding window)")
+      ->needs(from_store);
+  command
+      ->add_option("--last-events", s.window.last_events,
+                   "With --from-store: only the newest N events by arrival (0 = all)")
+      ->needs(from_store);
   command->add_option("--seed", s.options.seed, "Seed for sampling, splits and initialisation");
   command->add_option("--threads", s.threads, "Torch intra-op threads")->check(CLI::PositiveNumber);
   command->add_option("--device", s.device, "cpu or cuda:N (falls back to cpu without a GPU)");
@@ -129,7 +170,7 @@ int RunTrain(const TrainSettings& s) {
   torch::manual_seed(s.options.seed);
   model::TemporalDataset dataset;
   model::DataSplit split;
-  if (LoadData(s.data, s.options.seed, &dataset, &split) != 0) return 1;
+  if (LoadData(s, &dataset, &split) != 0) return 1;
   model::ModelConfig config = s.config;
   config.edge_feature_dim = dataset.feature_dim;
   std::string note;
@@ -148,7 +189,7 @@ int RunTrain(const TrainSettings& s) {
   }
   spdlog::info("checkpoint {} (fingerprint {})", s.checkpoint, model::ModelFingerprint(model));
   nlohmann::json json = {{"config", nlohmann::json::parse(model::ConfigToJson(config))},
-                         {"data", s.data},
+                         {"data", SourceName(s)},
                          {"seed", s.options.seed}};
   for (const auto& epoch : history) {
     json["epochs"].push_back({{"epoch", epoch.epoch},
@@ -233,7 +274,7 @@ class EngineReplayTarget : public ReplayTarget {
 // `tlpd eval --replay`: a fresh engine in a temporary data directory.
 int RunReplayEval(const TrainSettings& s) {
   EventBatch stream;
-  Status status = EventReader::ReadAll(s.data, &stream);
+  Status status = ReadEvents(s, &stream);
   if (!status.ok()) {
     spdlog::error("{}", status.ToString());
     return 1;
@@ -253,7 +294,7 @@ int RunReplayEval(const TrainSettings& s) {
     std::unique_ptr<Engine> engine;
     status = Engine::Open(options, &engine);
     if (status.ok()) {
-      EngineReplayTarget target(*engine, std::filesystem::path(s.data).filename().string(),
+      EngineReplayTarget target(*engine, std::filesystem::path(SourceName(s)).filename().string(),
                                 s.topk_shortlist);
       ReplayOptions replay;
       replay.seed = s.options.seed;
@@ -279,7 +320,7 @@ int RunEval(TrainSettings& s) {
   torch::set_num_threads(s.threads);
   model::TemporalDataset dataset;
   model::DataSplit split;
-  if (LoadData(s.data, s.options.seed, &dataset, &split) != 0) return 1;
+  if (LoadData(s, &dataset, &split) != 0) return 1;
   std::string note;
   const torch::Device device = model::ResolveDevice(s.device, &note);
   model::TemporalLinkModel model{nullptr};
@@ -290,7 +331,7 @@ int RunEval(TrainSettings& s) {
   }
   if (model->config().edge_feature_dim != dataset.feature_dim) {
     spdlog::error("checkpoint takes {} edge features, {} has {}", model->config().edge_feature_dim,
-                  s.data, dataset.feature_dim);
+                  SourceName(s), dataset.feature_dim);
     return 1;
   }
   spdlog::info("evaluating {} ({}, fingerprint {})", s.checkpoint, model->config().ToString(),
@@ -334,7 +375,8 @@ std::string FindBundledData() {
 void AddTrainCommands(CLI::App& app) {
   static TrainSettings train_settings;
   static TrainSettings eval_settings;
-  CLI::App* train = app.add_subcommand("train", "Train a model on an event file, then evaluate it");
+  CLI::App* train = app.add_subcommand(
+      "train", "Train a model on an event file or a data dir's event log, then evaluate it");
   AddModelOptions(train, train_settings);
   TrainSettings& t = train_settings;
   train->add_option("--out", t.checkpoint, "Checkpoint file to write");
@@ -388,8 +430,9 @@ void AddTrainCommands(CLI::App& app) {
   train->add_flag("!--no-eval", t.evaluate, "Skip the test evaluation after training");
   train->callback([] { std::exit(RunTrain(train_settings)); });
 
-  CLI::App* eval =
-      app.add_subcommand("eval", "Evaluate a checkpoint on an event file's test period");
+  CLI::App* eval = app.add_subcommand(
+      "eval",
+      "Evaluate a checkpoint on the test period of an event file or a data dir's event log");
   AddModelOptions(eval, eval_settings);
   eval->add_option("--checkpoint", eval_settings.checkpoint, "Checkpoint to evaluate")
       ->check(CLI::ExistingFile);

@@ -1,4 +1,5 @@
-// `tlpd train` and `tlpd eval`: offline training and evaluation on an event file.
+// `tlpd train` and `tlpd eval`: offline training and evaluation on an event file or on a data
+// dir's event log (beside the daemon serving it).
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -16,6 +16,7 @@
 #include "storage/event_codec.h"
 #include "storage/key_encoding.h"
 #include "storage/rocksdb_options.h"
+#include "storage/rocksdb_status.h"
 
 namespace tlp::storage {
 namespace {
@@ -39,13 +40,6 @@ std::string EncodeNodeStateCommit(const NodeStateCommit& commit) {
   PutBigEndian<uint64_t>(commit.slots, out.data() + 8);
   PutBigEndian<uint64_t>(commit.dim, out.data() + 16);
   return out;
-}
-
-Status FromRocks(const rocksdb::Status& status, const std::string& what) {
-  if (status.ok()) return Status::Ok();
-  if (status.IsCorruption()) return Status::Corruption(what + ": " + status.ToString());
-  if (status.IsNotFound()) return Status::NotFound(what + ": " + status.ToString());
-  return Status::IoError(what + ": " + status.ToString());
 }
 
 std::string EncodeU64(uint64_t value) {
