@@ -51,7 +51,7 @@ for line in urllib.request.urlopen(sys.argv[1]).read().decode().splitlines():
 start() {
   local limit=${1:-60}
   "$tlpd" serve --listen "$address" --metrics-listen "127.0.0.1:$metrics_port" \
-    --data-dir "$work/data" --checkpoint "$work/model.pt" --lateness-seconds 1e9 \
+    --data-dir "$work/data" --checkpoint "$work/model.pt" --lateness-seconds 1e9 --max-future-seconds 0 \
     "${extra[@]}" >> "$work/tlpd.log" 2>&1 &
   daemon=$!
   for _ in $(seq $((limit * 20))); do
