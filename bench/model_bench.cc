@@ -1,6 +1,7 @@
-// Scored link pairs per second of the TGN + MAA model (1 layer, k = 10, dims 100) on the bundled
-// Wikipedia stream, for batches of 1, 200, 2,000 and 20,000 pairs, node memory updates
-// per second, and the machine's limits for both: GEMM FLOP/s and gather bandwidth. Runs on
+// Scored link pairs per second of the TGN + MAA model (1 layer, k = 10, dims 100, the default
+// pair evidence) on the bundled Wikipedia stream, for batches of 1, 200, 2,000 and 20,000 pairs,
+// and of the other architectures for 2,000; each architecture's share of a TopK; node memory
+// updates per second; and the machine's limits: GEMM FLOP/s and gather bandwidth. Runs on
 // `TLP_DEVICE` (cpu default, cuda:0 on a GPU machine) with `TLP_THREADS` torch threads (default 2).
 // Node memory is first filled by replaying the whole stream in chunks of 200, as the daemon does.
 #include <benchmark/benchmark.h>
@@ -62,9 +63,45 @@ Fixture& Shared() {
   return fixture;
 }
 
+// The architectures as bench/ranking.sh trains them: 0 the bench model (TGN), 1 TGAT, 2
+// GraphMixer (30 recent interactions, 2 mixer layers), 3 DyGFormer (31 interactions a sequence,
+// patches of 2, 2 layers; its transformer runs once per pair). `pair_neighbors` as in
+// ModelConfig (walks at their default when > 0).
+tlp::model::TemporalLinkModel BenchModel(int64_t architecture, int64_t pair_neighbors) {
+  Fixture& fixture = Shared();
+  tlp::model::ModelConfig config = fixture.model->config();
+  if (architecture == 0 && pair_neighbors == config.pair_neighbors) return fixture.model;
+  config.pair_neighbors = pair_neighbors;
+  if (architecture == 1) config.architecture = "tgat";
+  if (architecture == 2) {
+    config.architecture = "graphmixer";
+    config.neighbors = 30;
+    config.layers = 2;
+  }
+  if (architecture == 3) {
+    config.architecture = "dygformer";
+    config.neighbors = 31;
+    config.patch_size = 2;
+    config.layers = 2;
+  }
+  tlp::model::TemporalLinkModel model(config);
+  model->eval();
+  model->EnsureNodes(fixture.dataset.nodes());
+  model->ResetMemory();
+  return model;
+}
+
+const char* const kArchitectureNames[] = {"tgn", "tgat", "graphmixer", "dygformer"};
+
+// Scored pairs per second of random (source, page) pairs at the stream's end, `pairs` a batch,
+// for each architecture with the default pair evidence (DyGFormer: its own co-occurrence
+// encoding instead).
 void BM_ScorePairs(benchmark::State& state) {
   Fixture& fixture = Shared();
-  const int64_t pairs = state.range(0);
+  const int64_t architecture = state.range(0), pairs = state.range(1);
+  tlp::model::TemporalLinkModel model =
+      BenchModel(architecture, architecture == 3 ? 0 : fixture.model->config().pair_neighbors);
+  state.SetLabel(kArchitectureNames[architecture]);
   std::mt19937_64 random(1);
   std::vector<int64_t> nodes(2 * pairs);
   std::vector<double> times(2 * pairs, fixture.dataset.ts.back() + 1.0);
@@ -77,32 +114,33 @@ void BM_ScorePairs(benchmark::State& state) {
       nodes[i] = fixture.dataset.src[random() % fixture.dataset.events()];
       nodes[pairs + i] = fixture.dataset.dst[random() % fixture.dataset.events()];
     }
-    const tlp::model::Embeddings z = fixture.model->Embed(nodes, times, fixture.adjacency);
+    const tlp::model::Embeddings z = model->Embed(nodes, times, fixture.adjacency);
     const torch::Tensor logits =
-        fixture.model->PredictLinks(z, nodes, times, sources, destinations, fixture.adjacency);
+        model->PredictLinks(z, nodes, times, sources, destinations, fixture.adjacency);
     benchmark::DoNotOptimize(logits.cpu().data_ptr<float>());
   }
   state.counters["pairs_per_s"] = benchmark::Counter(
       static_cast<double>(pairs * state.iterations()), benchmark::Counter::kIsRate);
 }
+BENCHMARK(BM_ScorePairs)
+    ->ArgNames({"architecture", "pairs"})
+    ->Args({0, 1})
+    ->Args({0, 200})
+    ->Args({0, 2000})
+    ->Args({0, 20000})
+    ->Args({1, 2000})
+    ->Args({2, 2000})
+    ->Args({3, 2000})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // A TopK's model work: one source against the first `candidates` of the 1,000 Wikipedia pages
 // (0 = all), with the predictor's pair evidence from that many recent interactions per endpoint
-// (0 = none); the bench model (TGN) or DyGFormer (31 interactions a sequence, patches of 2, 2
-// layers), whose transformer runs once per candidate.
+// (0 = none).
 void BM_RankPages(benchmark::State& state) {
   Fixture& fixture = Shared();
-  tlp::model::ModelConfig config = fixture.model->config();
-  if (state.range(0) == 1) {
-    config.architecture = "dygformer";
-    config.neighbors = 31;
-    config.patch_size = 2;
-    config.layers = 2;
-  }
-  config.pair_neighbors = state.range(1);
-  tlp::model::TemporalLinkModel model(config);
-  model->eval();
-  model->EnsureNodes(fixture.dataset.nodes());
-  model->ResetMemory();
+  tlp::model::TemporalLinkModel model = BenchModel(state.range(0), state.range(1));
+  state.SetLabel(kArchitectureNames[state.range(0)]);
   std::vector<int64_t> pages = fixture.dataset.dst;
   std::sort(pages.begin(), pages.end());
   pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
@@ -123,20 +161,14 @@ void BM_RankPages(benchmark::State& state) {
   state.counters["candidates"] = static_cast<double>(pages.size());
 }
 BENCHMARK(BM_RankPages)
-    ->ArgNames({"dygformer", "pair_neighbors", "candidates"})
+    ->ArgNames({"architecture", "pair_neighbors", "candidates"})
     ->Args({0, 0, 0})
     ->Args({0, 64, 0})
-    ->Args({1, 0, 0})
-    ->Args({1, 0, 50})
-    ->Args({1, 0, 100})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
-
-BENCHMARK(BM_ScorePairs)
-    ->Arg(1)
-    ->Arg(200)
-    ->Arg(2000)
-    ->Arg(20000)
+    ->Args({1, 64, 0})
+    ->Args({2, 64, 0})
+    ->Args({3, 0, 0})
+    ->Args({3, 0, 50})
+    ->Args({3, 0, 100})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

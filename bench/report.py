@@ -53,7 +53,7 @@ def main():
     memory_updates = bench_counter(model, "BM_ApplyEvents", "events_per_s")
     raw_write = bench_counter(storage, "BM_RawWriteBatch", "events_per_s")
     append_ids = bench_counter(storage, "BM_Append/batch:10000/sync:1/ids:1", "events_per_s")
-    model_pairs = bench_counter(model, "BM_ScorePairs/2000/", "pairs_per_s")
+    model_pairs = bench_counter(model, "BM_ScorePairs/architecture:0/pairs:2000/", "pairs_per_s")
     pair_limit = gemm / PAIR_FLOPS
 
     rows = []  # (figure, measured, target, limit, ratio)
@@ -115,7 +115,7 @@ def main():
     topk_limit_ms = (1001 * EMBEDDING_FLOPS + 1000 * (PAIR_FLOPS - 2 * EMBEDDING_FLOPS)) / gemm * 1e3
     row("TopK over all 1,000 pages, p50 / p99 ms; minor page faults per TopK",
         f"{topk['p50_ms']:.1f} / {topk['p99_ms']:.1f}{faults('topk-1', topk['requests'])}",
-        "p99 <= 10",
+        "p99 <= 20",
         f"{topk_limit_ms:.1f} ms (FLOPs / GEMM FLOP/s)", topk_limit_ms / topk["p50_ms"])
     train_path = directory / "train.json"
     if train_path.exists():
@@ -125,6 +125,32 @@ def main():
         row("training, 1 epoch of the bundled model: events/s; minor page faults per event "
             "(whole process)", f"{epoch['events_per_second']:,.0f}; "
             f"{rusage['minor_faults'] / trained:.2f} faults", ">= 10,000")
+    # The other architectures (bench/run.sh's TLP_BENCH_ARCHITECTURES), each beside the model's
+    # own share of the same work (model_bench, random weights: the cost is the same).
+    architectures = ["tgn", "tgat", "graphmixer", "dygformer"]
+    for path in sorted(directory.glob("train-arch-*.json")):
+        name = path.stem[len("train-arch-"):]
+        index = architectures.index(name)
+        pair_neighbors = 0 if name == "dygformer" else 64
+        epoch = json.loads(path.read_text())["epochs"][0]
+        row(f"{name}: training, 1 epoch, events/s", f"{epoch['events_per_second']:,.0f}")
+        score = load(directory, f"score-16-{name}.json")
+        alone = bench_counter(model, f"BM_ScorePairs/architecture:{index}/pairs:2000/",
+                              "pairs_per_s")
+        row(f"{name}: ScoreLinks, concurrency 16 (10 pairs/request): pairs/s, p50 / p99 ms",
+            f"{score['pairs_per_second']:,.0f}, {score['p50_ms']:.1f} / {score['p99_ms']:.1f}", "",
+            f"{alone:,.0f} pairs/s (model alone, 2,000 pairs)", score["pairs_per_second"] / alone)
+        for shortlist in (0, 100):
+            topk = load(directory, f"topk-1-{name}-{shortlist}.json")
+            if topk is None:
+                continue
+            alone_ms = bench_counter(
+                model, f"BM_RankPages/architecture:{index}/pair_neighbors:{pair_neighbors}/"
+                f"candidates:{shortlist}/", "real_time")
+            over = "all 1,000 pages" if shortlist == 0 else f"a shortlist of {shortlist}"
+            row(f"{name}: TopK over {over}, p50 / p99 ms",
+                f"{topk['p50_ms']:.1f} / {topk['p99_ms']:.1f}", "",
+                f"{alone_ms:.1f} ms (model alone)", alone_ms / topk["p50_ms"])
     cold = load(directory, "cold-start.json")
     cold_seconds = cold["serving"] - cold["begin"]
     cold_limit = events / memory_updates

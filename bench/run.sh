@@ -12,15 +12,19 @@
 # Writes OUT_DIR/results.json and OUT_DIR/table.md (bench/report.py) and prints the table.
 #
 # Usage: bash bench/run.sh [OUT_DIR]   (default bench/results/<date>-<host>)
+# Then each other architecture (TLP_BENCH_ARCHITECTURES, default "tgat graphmixer dygformer";
+# empty: none): one epoch trained (events/s), served on a fresh store of the stream, ScoreLinks at
+# concurrency 16 and TopK over all pages (DyGFormer also with --topk-shortlist 100).
 # Env: TLP_BUILD_DIR (default build), TLP_BENCH_MODEL (a tlpd train checkpoint to reuse;
 # default: the one epoch trained first, ~40 s), TLP_BENCH_SECONDS (per load
-# run, default 10). About 6 minutes on the 2-core machine.
+# run, default 10). About 6 minutes on the 2-core machine, and ~10 more for the architectures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=${TLP_BUILD_DIR:-build}
 out=${1:-bench/results/$(date +%F)-$(hostname)}
 seconds=${TLP_BENCH_SECONDS:-10}
+architectures=${TLP_BENCH_ARCHITECTURES-tgat graphmixer dygformer}
 data=$root/data/wikipedia.csv.gz
 tlpd=$build/server/tlpd
 tlpctl=$build/client/tlpctl
@@ -71,12 +75,13 @@ for line in urllib.request.urlopen(sys.argv[1]).read().decode().splitlines():
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 minor_faults() { awk '{print $10}' "/proc/$1/stat"; }  # the process's minflt so far
 # start DATA_DIR [FLAGS...]: a daemon on $address; the streams of the 4-stream run drift apart in event
-# time by up to 4 batches, so lateness is opened wide for every run alike.
-start() {  # DATA_DIR [extra tlpd serve flags]
+# time by up to 4 batches (days of Wikipedia), so lateness and the future bound are opened wide
+# for every run alike.
+start() {  # DATA_DIR [extra tlpd serve flags]; serves $model
   local data=$1
   shift
   "$tlpd" serve --listen "$address" --data-dir "$data" --checkpoint "$model" \
-    --metrics-listen "127.0.0.1:$metrics_port" --lateness-seconds 1e9 "$@" > "$data.log" 2>&1 &
+    --metrics-listen "127.0.0.1:$metrics_port" --lateness-seconds 1e9 --max-future-seconds 0 "$@" > "$data.log" 2>&1 &
   daemon=$!
   for _ in $(seq 300); do
     "$tlpctl" --address "$address" health > /dev/null 2>&1 && return 0
@@ -140,5 +145,35 @@ echo "{\"begin\": $begin, \"serving\": $(date +%s.%N)," \
      "\"log\": $(grep -m1 'replayed' "$work/data.log" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}" \
   > "$out/cold-start.json"
 stop
+
+# The other architectures, with the settings of bench/ranking.sh's sweeps (bench/ranking.sh).
+for architecture in $architectures; do
+  case $architecture in
+    tgat) flags=(--architecture tgat) ;;
+    graphmixer) flags=(--architecture graphmixer --neighbors 30 --layers 2) ;;
+    dygformer) flags=(--architecture dygformer --neighbors 31 --patch-size 2 --layers 2
+                      --pair-neighbors 0) ;;
+    *) echo "bench/run.sh: unknown architecture '$architecture'" >&2; exit 1 ;;
+  esac
+  echo "== $architecture: 1 epoch, ScoreLinks c16, TopK" >&2
+  "$tlpd" train --data "$data" --epochs 1 --no-eval --selection-queries 0 "${flags[@]}" \
+    --out "$work/$architecture.pt" --json-out "$out/train-arch-$architecture.json" \
+    > "$work/train.log" 2>&1 || { tail -5 "$work/train.log" >&2; exit 1; }
+  model=$work/$architecture.pt
+  rm -rf "$work/data"
+  for shortlist in 0 100; do
+    [[ $shortlist == 100 && $architecture != dygformer ]] && continue
+    start "$work/data" --topk-shortlist "$shortlist"
+    if [[ $shortlist == 0 ]]; then
+      "$tlpctl" --address "$address" ingest --batch-size 5000 "$data" > /dev/null 2>&1
+      "$tlpctl" --address "$address" --json info > /dev/null
+      "$tlpctl" --address "$address" --json bench --kind score --concurrency 16 --pairs 10 \
+        --duration "$seconds" --pairs-from "$data" > "$out/score-16-$architecture.json"
+    fi
+    "$tlpctl" --address "$address" --json bench --kind topk --concurrency 1 -k 10 \
+      --duration "$seconds" --pairs-from "$data" > "$out/topk-1-$architecture-$shortlist.json"
+    stop
+  done
+done
 
 python3 bench/report.py "$out"
