@@ -29,10 +29,10 @@ struct Fixture {
   Fixture() {
     const char* root = std::getenv("TLP_SOURCE_DIR");
     tlp::EventBatch events;
-    const tlp::Status status = tlp::EventReader::ReadAll(
+    tlp::Status status = tlp::EventReader::ReadAll(
         std::string(root ? root : ".") + "/data/wikipedia.csv.gz", &events);
+    if (status.ok()) status = tlp::model::TemporalDataset::FromEvents(events, &dataset);
     if (!status.ok()) throw std::runtime_error(status.ToString());
-    tlp::model::TemporalDataset::FromEvents(events, &dataset);
     const char* threads = std::getenv("TLP_THREADS");
     torch::set_num_threads(threads ? std::atoi(threads) : 2);
     std::string note;

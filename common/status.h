@@ -2,6 +2,7 @@
 //
 // A Status is either OK or carries a code and a message meant for people. The codes mirror the
 // gRPC ones the server maps them to, so a storage or model error reaches the client unchanged.
+// [[nodiscard]]: a dropped Status is a compile error.
 #pragma once
 
 #include <string>
@@ -10,7 +11,7 @@
 
 namespace tlp {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk = 0,
