@@ -3,6 +3,7 @@
 cluster runs on our machines): each file parses, and the keys that make it work are there.
 
 Usage: deploy_check.py SOURCE_DIR. Exits non-zero with one line per problem."""
+import fnmatch
 import json
 import pathlib
 import re
@@ -72,6 +73,17 @@ for dockerfile in [root / "Dockerfile", root / "deploy" / "Dockerfile.cuda"]:
     check("50051" in exposed and "9464" in exposed, f"{name}: must expose 50051 and 9464")
     check(any(word == "VOLUME" and "/var/lib/tlpd" in arguments for word, arguments in runtime),
           f"{name}: data volume /var/lib/tlpd missing")
+# The build context: local build trees and stores stay out, what the build stage needs stays in.
+ignore = root / ".dockerignore"
+check(ignore.exists(), ".dockerignore missing: docker build would send every local build tree")
+if ignore.exists():
+    patterns = [line.strip() for line in ignore.read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    for needed in ("build*/", ".git", "tlpd-data/"):
+        check(needed in patterns, f".dockerignore: {needed} not excluded")
+    for kept in ("data", "scripts", "proto", "CMakeLists.txt", "server", "model"):
+        check(not any(fnmatch.fnmatch(kept, p.rstrip("/")) for p in patterns),
+              f".dockerignore excludes {kept}, which the build stage needs")
 test_script = (root / "scripts" / "test.sh").read_text()
 check("bash scripts/setup.sh" in test_script and "bash scripts/build.sh" in test_script,
       "scripts/test.sh must run the same setup and build scripts as the Dockerfile")
