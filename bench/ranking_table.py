@@ -6,8 +6,9 @@ Hits@10 (TopK over every destination seen so far), AP with random and historical
 replay), AP with inductive negatives, new-node AP and the degree probe's R^2 (the offline test
 report of `tlpd train`, where the run has one), and the validation MRR of the epoch kept; then
 the built-in baselines on the same queries (one row set per query count).
-Writes OUT_DIR/table.md and OUT_DIR/results.json and prints the table.
-Usage: python3 bench/ranking_table.py OUT_DIR
+Writes OUT_DIR/table.md and OUT_DIR/results.json and prints the table; runs of further
+directories join the table (one run per data set, configuration and seed: the first found).
+Usage: python3 bench/ranking_table.py OUT_DIR [MORE_DIRS ...]
 """
 import collections
 import json
@@ -30,12 +31,18 @@ def main():
     runs = collections.defaultdict(lambda: collections.defaultdict(list))
     baselines = {}
     queries = {}  # (dataset, config) -> ranked queries
-    for path in sorted((directory / "runs").glob("*.eval.json")):
+    seen = set()
+    paths = [path for other in sys.argv[1:]
+             for path in sorted((pathlib.Path(other) / "runs").glob("*.eval.json"))]
+    for path in paths:
         stem = path.name[: -len(".eval.json")]
+        if stem in seen:
+            continue
+        seen.add(stem)
         dataset, rest = stem.split("-", 1)
         config, _ = rest.rsplit("-seed", 1)
         evaluation = json.loads(path.read_text())
-        train = json.loads((directory / "runs" / f"{stem}.train.json").read_text())
+        train = json.loads((path.parent / f"{stem}.train.json").read_text())
         best = max(train["epochs"], key=lambda e: e.get("validation_mrr", 0))
         figures = runs[(dataset, config)]
         figures["validation_mrr"].append(best.get("validation_mrr", 0))

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include "common/link_metrics.h"
@@ -36,6 +37,8 @@ std::vector<float> ToVector(const torch::Tensor& tensor) {
 
 struct Trainer::PeriodResult {
   RankingAccumulator one_vs_all;
+  RankingAccumulator baselines[kBaselines];  // with `baseline_options`, on the same queries
+  BaselineOptions baseline_options;
   LinkFigureAccumulator transductive[kNegativeStrategies];
   LinkFigureAccumulator inductive[kNegativeStrategies];
   double reciprocal_rank_sum = 0;
@@ -343,6 +346,17 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
       : ranking_queries > 0
           ? std::max<size_t>(1, events.size() / static_cast<size_t>(ranking_queries))
           : 0;
+  // The baselines rank the test period's queries too (not validation's: model selection only).
+  std::optional<LinkBaselines> baselines;
+  std::vector<uint64_t> baseline_candidates;
+  std::vector<double> baseline_scores;
+  int64_t observed = 0;  // dataset events [0, observed) are in `baselines`
+  if (full_evaluation && stride > 0 && !events.empty()) {
+    const double span = std::max(dataset_.ts[events.back()] - dataset_.ts[events.front()], 1.0);
+    result->baseline_options = {.window_seconds = span, .half_life_seconds = span / 10};
+    baselines.emplace(result->baseline_options);
+    baseline_candidates.assign(candidates->nodes.begin(), candidates->nodes.end());
+  }
   std::vector<int64_t> ranking_nodes;
   std::vector<double> ranking_times;
   std::vector<double> ranking_scores;
@@ -457,8 +471,11 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
     for (int64_t i = 0; stride > 0 && i < count; ++i) {
       if ((begin + static_cast<size_t>(i)) % stride != 0) continue;
       const int64_t position = candidates->position[static_cast<size_t>(batch.dst[i])];
-      if (position < 0) {
-        result->one_vs_all.Add(0);  // a destination new in this period: no candidate
+      if (position < 0) {  // a destination new in this period: no candidate, for any method
+        result->one_vs_all.Add(0);
+        if (baselines) {
+          for (RankingAccumulator& baseline : result->baselines) baseline.Add(0);
+        }
         continue;
       }
       ranking_nodes.assign(1, batch.src[i]);
@@ -470,6 +487,19 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
                                         ranking_destinations, full_adjacency_));
       ranking_scores.assign(logits.begin(), logits.end());
       result->one_vs_all.Add(TieAwareRankAmong(ranking_scores, static_cast<size_t>(position)));
+      if (baselines) {
+        const double at = batch.ts[i];
+        for (; observed < dataset_.events() && dataset_.ts[observed] < at; ++observed) {
+          baselines->Observe(static_cast<uint64_t>(dataset_.src[observed]),
+                             static_cast<uint64_t>(dataset_.dst[observed]), dataset_.ts[observed]);
+        }
+        for (int b = 0; b < kBaselines; ++b) {
+          baselines->Score(static_cast<Baseline>(b), static_cast<uint64_t>(batch.src[i]), at,
+                           baseline_candidates, &baseline_scores);
+          result->baselines[b].Add(
+              TieAwareRankAmong(baseline_scores, static_cast<size_t>(position)));
+        }
+      }
     }
 
     model_->ApplyEvents(batch.src, batch.dst, batch.ts, batch.features);
@@ -537,6 +567,8 @@ EvaluationReport Trainer::Evaluate() {
   }
   report.mrr_queries = test.ranked;
   report.one_vs_all = test.one_vs_all.Finish();
+  for (int b = 0; b < kBaselines; ++b) report.baselines[b] = test.baselines[b].Finish();
+  report.baseline_options = test.baseline_options;
   report.mrr = test.ranked ? test.reciprocal_rank_sum / static_cast<double>(test.ranked) : 0;
   report.mean_representation_norm = test.embedded ? test.norm_sum / test.embedded : 0;
   report.mean_effective_neighbors =

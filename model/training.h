@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/event_batch.h"
+#include "common/link_baselines.h"
 #include "common/link_metrics.h"
 #include "common/status.h"
 #include "model/neighbor_sampler.h"
@@ -60,6 +61,11 @@ struct EvaluationReport {
   // every destination seen before the test period, ties counted half; a destination first seen
   // in the test period counts as not ranked.
   RankingFigures one_vs_all;
+  // The built-in baselines (common/link_baselines.h) on the same queries and candidates, from
+  // every event before each query's ts; EdgeBank's window the test period's length, popularity's
+  // half-life a tenth of it, as in the replay protocol.
+  RankingFigures baselines[kBaselines];
+  BaselineOptions baseline_options;
   double probe_r2 = 0;  // ridge probe embeddings -> log(1 + degree), held-out nodes
   int64_t probe_nodes = 0;
   double mean_representation_norm = 0;

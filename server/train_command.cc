@@ -63,6 +63,14 @@ void PrintReport(const model::EvaluationReport& report) {
       "one-vs-all ranking (every destination seen before the test period, ties half): MRR %.4f  "
       "Hits@1 %.4f  Hits@10 %.4f over %lld test events\n",
       ranking.mrr, ranking.hits_at_1, ranking.hits_at_10, static_cast<long long>(ranking.queries));
+  if (ranking.queries > 0) {
+    for (int b = 0; b < kBaselines; ++b) {
+      const RankingFigures& baseline = report.baselines[b];
+      std::printf("  same queries, baseline %-18s MRR %.4f  Hits@1 %.4f  Hits@10 %.4f\n",
+                  BaselineName(static_cast<Baseline>(b)), baseline.mrr, baseline.hits_at_1,
+                  baseline.hits_at_10);
+    }
+  }
   std::printf("sampled MRR %.4f over %lld test queries; degree probe R^2 %.4f over %lld nodes\n",
               report.mrr, static_cast<long long>(report.mrr_queries), report.probe_r2,
               static_cast<long long>(report.probe_nodes));
@@ -85,6 +93,15 @@ nlohmann::json ReportJson(const model::EvaluationReport& report) {
                         {"hits_at_1", report.one_vs_all.hits_at_1},
                         {"hits_at_10", report.one_vs_all.hits_at_10},
                         {"queries", report.one_vs_all.queries}};
+  for (int b = 0; b < kBaselines; ++b) {
+    const RankingFigures& baseline = report.baselines[b];
+    json["one_vs_all_baselines"][BaselineName(static_cast<Baseline>(b))] = {
+        {"mrr", baseline.mrr},
+        {"hits_at_1", baseline.hits_at_1},
+        {"hits_at_10", baseline.hits_at_10}};
+  }
+  json["baseline_window_seconds"] = report.baseline_options.window_seconds;
+  json["baseline_half_life_seconds"] = report.baseline_options.half_life_seconds;
   json["probe_r2"] = report.probe_r2;
   json["probe_nodes"] = report.probe_nodes;
   json["mean_representation_norm"] = report.mean_representation_norm;

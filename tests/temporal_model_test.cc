@@ -462,6 +462,36 @@ TEST(Trainer, SameSeedSameResult) {
   EXPECT_EQ(run(), run());
 }
 
+// The offline one-vs-all report ranks the same test queries with the built-in baselines: on a
+// stream where each source only ever returns to its one destination, "seen before" and "recent
+// destinations first" rank every answer first, popularity (20 equally busy pages) does not.
+TEST(Trainer, OfflineRankingReportsBaselinesOnTheSameQueries) {
+  EventBatch events;
+  for (int i = 0; i < 2000; ++i) events.Add(i % 50, 100 + (i % 50) % 20, i * 1.0);
+  TemporalDataset dataset;
+  ASSERT_TRUE(TemporalDataset::FromEvents(events, &dataset).ok());
+  const DataSplit split = SplitChronologically(dataset, 1);
+  TrainOptions options;
+  options.epochs = 1;
+  options.progress = false;
+  options.mrr_queries = 0;
+  options.probe = false;
+  options.test_ranking_queries = -1;
+  Trainer trainer(TemporalLinkModel(SmallConfig("tgn", 1, 0)), dataset, split, options);
+  trainer.Train();
+  const EvaluationReport report = trainer.Evaluate();
+  ASSERT_EQ(report.one_vs_all.queries, static_cast<int64_t>(split.test.size()));
+  for (const RankingFigures& baseline : report.baselines) {
+    EXPECT_EQ(baseline.queries, report.one_vs_all.queries);
+  }
+  EXPECT_DOUBLE_EQ(report.baselines[static_cast<int>(Baseline::kEdgeBank)].mrr, 1.0);
+  EXPECT_DOUBLE_EQ(report.baselines[static_cast<int>(Baseline::kRecency)].mrr, 1.0);
+  EXPECT_LT(report.baselines[static_cast<int>(Baseline::kPopularity)].mrr, 0.8);
+  const double span = dataset.ts[split.test.back()] - dataset.ts[split.test.front()];
+  EXPECT_DOUBLE_EQ(report.baseline_options.window_seconds, span);
+  EXPECT_DOUBLE_EQ(report.baseline_options.half_life_seconds, span / 10);
+}
+
 TEST(TemporalDataset, RejectsEventsGoingBackInTime) {
   EventBatch events;
   events.Add(1, 2, 5.0);
