@@ -51,6 +51,16 @@ import json, sys
 info = json.load(sys.stdin)
 assert int(info["events_applied"]) == 2600, info' || fail "the daemon lost events"
 
+# tlpd eval reads the store the same way (offline protocol, with the baselines on its queries).
+"$tlpd" eval --from-store "$work/data" --checkpoint "$work/refreshed.pt" --mrr-queries 0 \
+  --test-ranking-queries 50 --json-out "$work/eval.json" > "$work/eval.log" 2>&1 \
+  || { cat "$work/eval.log"; fail "tlpd eval --from-store"; }
+python3 -c '
+import json, sys
+report = json.load(open(sys.argv[1]))
+assert report["one_vs_all"]["queries"] > 0 and "recency_popularity" in report["one_vs_all_baselines"]
+' "$work/eval.json" || fail "tlpd eval --from-store report"
+
 # Windows: the newest 600 events by arrival; from ts 2200 on; nothing left is an error.
 "$tlpd" train --from-store "$work/data" --last-events 600 --epochs 1 "${small[@]}" --no-eval \
   --out "$work/window.pt" > "$work/window.log" 2>&1 || { cat "$work/window.log"; fail "--last-events"; }
