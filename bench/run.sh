@@ -17,7 +17,7 @@
 # concurrency 16 and TopK over all pages (DyGFormer also with --topk-shortlist 100).
 # Env: TLP_BUILD_DIR (default build), TLP_BENCH_MODEL (a tlpd train checkpoint to reuse;
 # default: the one epoch trained first, ~40 s), TLP_BENCH_SECONDS (per load
-# run, default 10). About 6 minutes on the 2-core machine, and ~10 more for the architectures.
+# run, default 10). About 6 minutes on the 2-core machine, and ~7 more for the architectures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
