@@ -14,6 +14,7 @@
 #include "storage/key_encoding.h"
 #include "storage/rocksdb_options.h"
 #include "storage/rocksdb_status.h"
+#include "storage/store_schema.h"
 
 namespace tlp::storage {
 namespace {
@@ -66,7 +67,7 @@ Status ReadEventLog(const std::string& store_path, const EventLogWindow& window,
   status = FromRocks(rocksdb::DB::ListColumnFamilies(options, store_path, &families),
                      "cannot read the column families of '" + store_path + "'");
   if (!status.ok()) return status;
-  for (const char* name : {"events", "meta"}) {
+  for (const char* name : {kEventsFamily, kMetaFamily}) {
     if (std::find(families.begin(), families.end(), name) == families.end()) {
       return Status::Corruption("'" + store_path + "' lacks column family '" + name +
                                 "' (not a tlpd data dir, or damaged)");
@@ -75,8 +76,8 @@ Status ReadEventLog(const std::string& store_path, const EventLogWindow& window,
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName,
                            rocksdb::ColumnFamilyOptions(options));
-  descriptors.emplace_back("events", FamilyOptions(options, "events"));
-  descriptors.emplace_back("meta", FamilyOptions(options, "meta"));
+  descriptors.emplace_back(kEventsFamily, FamilyOptions(options, kEventsFamily));
+  descriptors.emplace_back(kMetaFamily, FamilyOptions(options, kMetaFamily));
   SecondaryStore store;
   rocksdb::DB* db = nullptr;
   status = FromRocks(rocksdb::DB::OpenAsSecondary(options, store_path, scratch.path(), descriptors,
@@ -88,7 +89,7 @@ Status ReadEventLog(const std::string& store_path, const EventLogWindow& window,
   rocksdb::ColumnFamilyHandle* meta_family = store.handles[2];
 
   std::string value;
-  if (!store.db->Get(rocksdb::ReadOptions(), meta_family, "feature_dim", &value).ok() ||
+  if (!store.db->Get(rocksdb::ReadOptions(), meta_family, kFeatureDimKey, &value).ok() ||
       value.size() != 8) {
     return Status::Corruption("'" + store_path + "' has no feature_dim (not a tlpd data dir?)");
   }

@@ -17,13 +17,14 @@
 #include "storage/key_encoding.h"
 #include "storage/rocksdb_options.h"
 #include "storage/rocksdb_status.h"
+#include "storage/store_schema.h"
 
 namespace tlp::storage {
 namespace {
 
-constexpr const char* kFamilies[] = {"events", "adjacency", "node_state", "event_ids", "meta"};
+constexpr const char* kFamilies[] = {kEventsFamily, "adjacency", "node_state", "event_ids",
+                                     kMetaFamily};
 constexpr const char* kSchemaKey = "schema_version";
-constexpr const char* kFeatureDimKey = "feature_dim";
 constexpr const char* kEpochBitsKey = "adjacency_epoch_bits";
 constexpr const char* kMaxTsKey = "max_ts";
 constexpr const char* kWatermarkKey = "watermark";
@@ -136,11 +137,11 @@ Status TemporalStore::Open(const std::string& path, const StoreOptions& options,
   for (size_t i = 0; i < descriptors.size(); ++i) {
     const std::string& name = descriptors[i].name;
     rocksdb::ColumnFamilyHandle* handle = result->handles_[i];
-    if (name == "events") result->events_ = handle;
+    if (name == kEventsFamily) result->events_ = handle;
     if (name == "adjacency") result->adjacency_ = handle;
     if (name == "node_state") result->node_state_ = handle;
     if (name == "event_ids") result->event_ids_ = handle;
-    if (name == "meta") result->meta_ = handle;
+    if (name == kMetaFamily) result->meta_ = handle;
   }
   if (!exists) {
     rocksdb::WriteBatch batch;
