@@ -57,7 +57,8 @@ DaemonClient::DaemonClient(std::string address, double timeout_seconds,
     : address_(std::move(address)),
       timeout_seconds_(timeout_seconds),
       token_(std::move(token)),
-      stub_(tlp::v1::TemporalLinkPrediction::NewStub(channel)) {}
+      stub_(tlp::v1::TemporalLinkPrediction::NewStub(channel)),
+      admin_stub_(tlp::v1::Admin::NewStub(channel)) {}
 
 void DaemonClient::Prepare(grpc::ClientContext* context) const {
   if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);

@@ -50,6 +50,7 @@ class DaemonClient : public ReplayTarget {
   // Translates a failed call, naming the address for "cannot reach".
   Status FromGrpc(const grpc::Status& status) const;
   tlp::v1::TemporalLinkPrediction::Stub& stub() { return *stub_; }
+  tlp::v1::Admin::Stub& admin_stub() { return *admin_stub_; }
   const std::string& address() const { return address_; }
 
  private:
@@ -58,6 +59,7 @@ class DaemonClient : public ReplayTarget {
   std::string token_;
   std::string id_prefix_ = "stream";
   std::unique_ptr<tlp::v1::TemporalLinkPrediction::Stub> stub_;
+  std::unique_ptr<tlp::v1::Admin::Stub> admin_stub_;
 };
 
 }  // namespace tlp::client

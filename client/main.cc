@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 #include <unordered_map>
 
 #include "client/daemon_client.h"
@@ -459,6 +460,80 @@ int main(int argc, char** argv) {
         {"watermark", response.watermark()},         {"version", response.version()}};
     std::printf("%s\n", out.dump(global.json ? -1 : 2).c_str());
     std::exit(0);
+  });
+
+  // Model refresh (tlp.v1.Admin): load, watch, roll back.
+  CLI::App* model_command =
+      app.add_subcommand("model", "Change the served model while serving (tlp.v1.Admin)");
+  model_command->require_subcommand(1);
+  bool wait_for_swap = false;
+  auto print_status = [&](const tlp::v1::ModelStatusResponse& status) {
+    const nlohmann::json out = {{"fingerprint", status.fingerprint()},
+                                {"checkpoint", status.checkpoint()},
+                                {"previous_fingerprint", status.previous_fingerprint()},
+                                {"previous_checkpoint", status.previous_checkpoint()},
+                                {"phase", status.phase()},
+                                {"loading_fingerprint", status.loading_fingerprint()},
+                                {"replayed_events", status.replayed_events()},
+                                {"target_events", status.target_events()},
+                                {"last_error", status.last_error()},
+                                {"swaps", status.swaps()},
+                                {"rollbacks", status.rollbacks()},
+                                {"last_swap_seconds", status.last_swap_seconds()},
+                                {"last_hold_seconds", status.last_hold_seconds()}};
+    std::printf("%s\n", out.dump(global.json ? -1 : 2).c_str());
+  };
+  // Runs one admin call; with --wait, polls the status until the load ends (exit 1 if it failed).
+  auto admin_call = [&](auto&& call) {
+    tlp::client::DaemonClient client = Connect();
+    tlp::v1::ModelStatusResponse status;
+    {
+      grpc::ClientContext context;
+      client.Prepare(&context);
+      const grpc::Status rpc = call(client.admin_stub(), &context, &status);
+      if (!rpc.ok()) std::exit(Fail(client.FromGrpc(rpc)));
+    }
+    while (wait_for_swap && status.phase() != "idle") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      grpc::ClientContext context;
+      client.Prepare(&context);
+      const grpc::Status rpc =
+          client.admin_stub().GetModelStatus(&context, tlp::v1::ModelStatusRequest(), &status);
+      if (!rpc.ok()) std::exit(Fail(client.FromGrpc(rpc)));
+    }
+    print_status(status);
+    std::exit(wait_for_swap && !status.last_error().empty() ? 1 : 0);
+  };
+  model_command->add_subcommand("status", "Show the served model and any load in progress")
+      ->callback([&] {
+        admin_call([](tlp::v1::Admin::Stub& stub, grpc::ClientContext* context,
+                      tlp::v1::ModelStatusResponse* status) {
+          return stub.GetModelStatus(context, tlp::v1::ModelStatusRequest(), status);
+        });
+      });
+  std::string model_file;
+  CLI::App* model_load = model_command->add_subcommand(
+      "load",
+      "Load FILE (a checkpoint on the daemon's machine) and swap it in once its memory "
+      "caught up with the log");
+  model_load->add_option("FILE", model_file, "Checkpoint path as the daemon sees it")->required();
+  model_load->add_flag("--wait", wait_for_swap, "Return once the load has swapped or failed");
+  model_load->callback([&] {
+    admin_call([&](tlp::v1::Admin::Stub& stub, grpc::ClientContext* context,
+                   tlp::v1::ModelStatusResponse* status) {
+      tlp::v1::LoadModelRequest request;
+      request.set_checkpoint(model_file);
+      return stub.LoadModel(context, request, status);
+    });
+  });
+  CLI::App* model_rollback = model_command->add_subcommand(
+      "rollback", "Load the model the last swap replaced (its memory is rebuilt the same way)");
+  model_rollback->add_flag("--wait", wait_for_swap, "Return once it has swapped or failed");
+  model_rollback->callback([&] {
+    admin_call([](tlp::v1::Admin::Stub& stub, grpc::ClientContext* context,
+                  tlp::v1::ModelStatusResponse* status) {
+      return stub.Rollback(context, tlp::v1::RollbackRequest(), status);
+    });
   });
 
   EvalSettings eval_settings;

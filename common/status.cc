@@ -28,6 +28,10 @@ const char* CodeName(Status::Code code) {
       return "IO_ERROR";
     case Status::Code::kInternal:
       return "INTERNAL";
+    case Status::Code::kUnauthenticated:
+      return "UNAUTHENTICATED";
+    case Status::Code::kPermissionDenied:
+      return "PERMISSION_DENIED";
   }
   return "UNKNOWN";
 }

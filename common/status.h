@@ -26,6 +26,8 @@ class [[nodiscard]] Status {
     kCorruption,          // stored data cannot be decoded
     kIoError,             // the operating system or RocksDB failed an I/O
     kInternal,            // a bug
+    kUnauthenticated,     // no valid credentials (a missing or unknown token)
+    kPermissionDenied,    // valid credentials that may not make this call
   };
 
   Status() = default;
@@ -50,6 +52,12 @@ class [[nodiscard]] Status {
   static Status Corruption(std::string_view message) { return {Code::kCorruption, message}; }
   static Status IoError(std::string_view message) { return {Code::kIoError, message}; }
   static Status Internal(std::string_view message) { return {Code::kInternal, message}; }
+  static Status Unauthenticated(std::string_view message) {
+    return {Code::kUnauthenticated, message};
+  }
+  static Status PermissionDenied(std::string_view message) {
+    return {Code::kPermissionDenied, message};
+  }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -41,6 +41,12 @@ grpc::Status ToGrpcStatus(const Status& status) {
     case Code::kInternal:
       code = grpc::StatusCode::INTERNAL;
       break;
+    case Code::kUnauthenticated:
+      code = grpc::StatusCode::UNAUTHENTICATED;
+      break;
+    case Code::kPermissionDenied:
+      code = grpc::StatusCode::PERMISSION_DENIED;
+      break;
   }
   return {code, status.message()};
 }
@@ -71,6 +77,10 @@ Status FromGrpcStatus(const grpc::Status& status) {
       return Status::Corruption(message);
     case Code::INTERNAL:
       return Status::Internal(message);
+    case Code::UNAUTHENTICATED:
+      return Status::Unauthenticated(message);
+    case Code::PERMISSION_DENIED:
+      return Status::PermissionDenied(message);
     default:
       return Status::Internal("gRPC code " + std::to_string(static_cast<int>(status.error_code())) +
                               ": " + message);

@@ -9,15 +9,24 @@
 // Score. Ingest returns once events are durable; reads (Score, GetNode, AwaitMemory) first wait
 // until memory covers every complete chunk stored when they were called.
 //
-// Locks: one process-wide model mutex guards the model and its row cache, shared by scoring
-// and the memory thread (torch modules and the row cache are not thread-safe); ingest_mutex_
-// serialises writers.
+// Model refresh (LoadModel): a checkpoint is loaded beside the serving model; a background
+// thread replays the whole log into its own node memory (a cache that is not store-backed, at a
+// lower priority), catches up with live ingest, then, with ingest held for the last events,
+// commits it as the serving model in the store (a crash from then on restarts on it), swaps it
+// in at a chunk boundary and writes its memory over the previous model's. Every score says
+// which model made it (LinkScore::model); one Score call is never split across models.
+//
+// Locks: one process-wide model mutex guards the models and their row caches, shared by scoring
+// and the memory threads (torch modules and the row cache are not thread-safe), and which model
+// serves; ingest_mutex_ serialises writers (and a swap, which holds both).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/event_batch.h"
@@ -29,6 +38,15 @@
 #include "storage/temporal_store.h"
 
 namespace tlp::server {
+
+// Where a model load (Engine::LoadModel) is.
+enum class ModelLoadPhase {
+  kIdle,       // none running
+  kReplaying,  // rebuilding the loaded model's memory from the log, beside the serving model
+  kCommitted,  // ingest held; the store names the loaded model as the one to serve
+  kSwapped,    // it serves; its memory is being written over the previous model's
+};
+const char* ModelLoadPhaseName(ModelLoadPhase phase);
 
 struct EngineOptions {
   std::string data_dir = "./tlpd-data";
@@ -62,6 +80,9 @@ struct EngineOptions {
   size_t node_memory_cache_bytes = size_t{1} << 30;
   // Durable events that may wait for the memory thread; beyond it Ingest waits.
   size_t memory_queue_events = 100000;
+  // Told as a model load (LoadModel) enters each phase, on its thread (kReplaying once its
+  // first pass over the log is queued). Tests stop the process there, or ingest.
+  std::function<void(ModelLoadPhase)> on_load_phase;
 };
 
 struct EndpointMetrics {
@@ -84,13 +105,30 @@ struct LinkScore {
   float probability = 0;
   float logit = 0;
   EndpointMetrics src_metrics, dst_metrics;
+  uint64_t model = 0;  // fingerprint of the model that scored it (ModelFingerprintText)
 };
+
+// The fingerprint as ModelInfo and the API print it (16 hex digits).
+std::string ModelFingerprintText(uint64_t fingerprint);
 
 struct ModelInfo {
   std::string architecture, fingerprint, device;
   double attention_p = 1;
   uint32_t embedding_dim = 0, memory_dim = 0, edge_feature_dim = 0, neighbors = 0;
   uint64_t events_applied = 0, watermark = 0;
+};
+
+struct ModelStatus {
+  std::string fingerprint, checkpoint;  // the serving model, and the file it came from
+  // The model it replaced (empty when none was swapped out): what Rollback loads.
+  std::string previous_fingerprint, previous_checkpoint;
+  ModelLoadPhase phase = ModelLoadPhase::kIdle;
+  std::string loading_fingerprint, loading_checkpoint;  // while a load runs
+  uint64_t replayed_events = 0, target_events = 0;      // its progress through the log
+  std::string last_error;  // why the last load failed (empty when it did not)
+  uint64_t swaps = 0, rollbacks = 0;
+  double last_swap_seconds = 0;  // load to swap, of the last one that completed
+  double last_hold_seconds = 0;  // of which ingest was held (the last events and the swap)
 };
 
 struct NodeInfo {
@@ -142,28 +180,63 @@ class Engine {
   uint64_t MemoryLagEvents() const;
   const storage::TemporalStore& store() const { return *store_; }
 
+  // Model refresh. Loads `checkpoint` (a file the daemon can read) and returns once it is
+  // checked; the rest runs in the background (see the top of this file). The file is copied
+  // into <data_dir>/models/ first, so a restart finds the committed model there.
+  // INVALID_ARGUMENT: unreadable, or another edge-feature width than the store's;
+  // ALREADY_EXISTS: it is the serving model; FAILED_PRECONDITION: a load is running.
+  Status LoadModel(const std::string& checkpoint);
+  // Loads the model the last swap replaced, the same way. FAILED_PRECONDITION when none.
+  Status Rollback();
+  // Waits until no load runs; the last load's outcome.
+  Status AwaitModelLoad();
+  ModelStatus GetModelStatus() const;
+
  private:
+  struct ServingModel;
   Engine() = default;
   Status CheckSelfLoop(const EventBatch& batch, size_t i) const;  // the self-loop policy
+  // Loads a checkpoint file (checked against the store's feature width once it is open).
+  Status LoadModelFile(const std::string& checkpoint, std::shared_ptr<ServingModel>* result) const;
+  // Builds its cache, sampler and memory pipeline (not started). `store_backed`: its memory
+  // is the store's (the serving model at open; not a model being loaded).
+  void AttachModel(ServingModel* serving, bool store_backed);
+  // Records `phase` and tells options_.on_load_phase.
+  void EnterPhase(ModelLoadPhase phase) ABSL_LOCKS_EXCLUDED(load_mutex_);
+  std::shared_ptr<ServingModel> Serving() const ABSL_LOCKS_EXCLUDED(model_mutex_);
+  // Score with `serving`; *swapped when it stopped serving before the model lock was taken.
+  Status ScoreWith(const ServingModel& serving, std::span<const LinkQuery> queries,
+                   std::vector<LinkScore>* scores, bool* swapped);
+  Status StartLoad(const std::string& checkpoint, bool rollback);
+  // The load thread: replay, catch up, commit, swap, write the new memory.
+  void RunLoad(std::shared_ptr<ServingModel> loaded, bool rollback);
+  Status ReplayInto(const ServingModel& loaded, uint64_t* through, bool to_end);
 
   EngineOptions options_;
-  std::string fingerprint_, device_name_;
-  // Declared before the pipeline, which borrows them: destroyed after it.
+  std::string device_name_;
+  std::string base_fingerprint_;  // of options_.checkpoint (the committed record names it)
+  // Declared before the models, whose pipelines borrow them: destroyed after them.
   std::unique_ptr<storage::TemporalStore> store_;
-  // Guarded by model_mutex_ (what they point to; not annotated: the analysis takes raw
-  // pointers only).
-  std::shared_ptr<model::TemporalLinkModelImpl> model_;
-  std::unique_ptr<NodeMemoryCache> cache_;
-  std::unique_ptr<StoreSampler> sampler_;
   DestinationSet destinations_;
-  std::unique_ptr<MemoryPipeline> pipeline_;
   bool opened_ = false;  // Open completed: the destructor writes a final checkpoint
+
+  // Guarded by model_mutex_, and changed with ingest_mutex_ held too.
+  std::shared_ptr<ServingModel> serving_ ABSL_GUARDED_BY(model_mutex_);
+  // The serving model as Ingest sees it (the same, read under ingest_mutex_ alone).
+  std::shared_ptr<ServingModel> ingest_target_ ABSL_GUARDED_BY(ingest_mutex_);
+
+  mutable Mutex load_mutex_;
+  std::thread load_thread_;  // joined by the next load and the destructor
+  bool cancel_load_ ABSL_GUARDED_BY(load_mutex_) = false;
+  ModelStatus load_status_ ABSL_GUARDED_BY(load_mutex_);  // the load fields and counters
+  Status last_load_ ABSL_GUARDED_BY(load_mutex_);
+  CondVar load_done_;
 
   // One lock for all engines of the process: scoring and memory updates of two engines in one
   // test process computing at once gave logits off by ~1e-4 about once in 30 runs (OpenBLAS
   // issue #2126 describes BLAS calls that are not safe for concurrent callers).
   static Mutex model_mutex_;
-  Mutex ingest_mutex_;
+  Mutex ingest_mutex_ ABSL_ACQUIRED_BEFORE(model_mutex_);
 };
 
 }  // namespace tlp::server

@@ -33,6 +33,7 @@ Status LinkRanker::Rank(const RankQuery& query, const ScoreFunction& score,
                         RankResult* result) const {
   result->top.clear();
   result->candidates_scored = 0;
+  result->model = 0;
   std::vector<uint64_t> candidates =
       query.candidates.empty() ? engine_.KnownDestinations() : query.candidates;
   if (query.exclude_seen) {
@@ -56,12 +57,26 @@ Status LinkRanker::Rank(const RankQuery& query, const ScoreFunction& score,
     queries.reserve(candidates.size());
     for (uint64_t candidate : candidates) queries.push_back({query.src, candidate, query.at});
     std::vector<LinkScore> part;
-    for (size_t begin = 0; begin < queries.size(); begin += max_score_pairs_) {
-      const size_t size = std::min(max_score_pairs_, queries.size() - begin);
-      Status status = score(std::span(queries).subspan(begin, size), &part);
-      if (!status.ok()) return status;
-      scores.insert(scores.end(), part.begin(), part.end());
+    // Pages scored by different models (a swap came between them) are scored again: a ranking
+    // compares the scores of one model.
+    constexpr int kAttempts = 3;
+    for (int attempt = 1;; ++attempt) {
+      scores.clear();
+      for (size_t begin = 0; begin < queries.size(); begin += max_score_pairs_) {
+        const size_t size = std::min(max_score_pairs_, queries.size() - begin);
+        Status status = score(std::span(queries).subspan(begin, size), &part);
+        if (!status.ok()) return status;
+        scores.insert(scores.end(), part.begin(), part.end());
+      }
+      if (std::all_of(scores.begin(), scores.end(),
+                      [&](const LinkScore& s) { return s.model == scores.front().model; })) {
+        break;
+      }
+      if (attempt == kAttempts) {
+        return Status::Unavailable("the model was swapped during every ranking attempt; retry");
+      }
     }
+    if (!scores.empty()) result->model = scores.front().model;
   }
   result->candidates_scored = scores.size();
   const size_t keep = std::min<size_t>(query.k, scores.size());

@@ -40,6 +40,7 @@ inline constexpr double kServedPopularityHalfLifeSeconds = 86400;
 struct RankResult {
   std::vector<LinkScore> top;  // at most k, best first
   size_t candidates_scored = 0;
+  uint64_t model = 0;  // fingerprint of the model that scored them all; 0 for a baseline
 };
 
 using ScoreFunction = std::function<Status(std::span<const LinkQuery>, std::vector<LinkScore>*)>;

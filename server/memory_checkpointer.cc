@@ -87,7 +87,9 @@ MemoryCheckpointer::MemoryCheckpointer(storage::TemporalStore* store, NodeMemory
       schedule_(schedule),
       written_at_ms_(SteadyMilliseconds()) {}
 
-MemoryCheckpointer::~MemoryCheckpointer() {
+MemoryCheckpointer::~MemoryCheckpointer() { Wait(); }
+
+void MemoryCheckpointer::Wait() {
   MutexLock lock(&launch_mutex_);
   if (!in_flight_.valid()) return;
   const Status status = in_flight_.get();
@@ -154,6 +156,7 @@ bool MemoryCheckpointer::Due() {
   uint64_t since = 0;
   {
     MutexLock lock(model_mutex_);
+    if (!cache_->store_backed()) return false;  // its memory may not replace the store's yet
     if (cache_->CheckpointDue()) return true;
     since = progress_->events_applied - snapshot_at_events_;
   }

@@ -61,12 +61,14 @@ class MemoryCheckpointer {
                  uint64_t* watermark) ABSL_LOCKS_EXCLUDED(model_mutex_);
 
   // Whether a checkpoint is due (schedule, or the cache's side table is full) and none is being
-  // written.
+  // written; never while the cache is not store-backed.
   bool Due() ABSL_LOCKS_EXCLUDED(model_mutex_);
   // Snapshots now and writes it in the background. *snapshot_seconds += the copy's time.
   void Start(double* snapshot_seconds) ABSL_LOCKS_EXCLUDED(model_mutex_);
   // Snapshots now and waits until it is written (after the one in flight, if any).
   Status Save() ABSL_LOCKS_EXCLUDED(model_mutex_);
+  // Waits for the write in flight, if any.
+  void Wait();
 
   // Seconds since the last checkpoint was written (or since construction), and events applied
   // since the last snapshot.

@@ -1,6 +1,8 @@
 #include "server/memory_pipeline.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <system_error>
@@ -40,12 +42,32 @@ Status MemoryPipeline::Start(const std::string& data_dir, bool rebuild, uint64_t
   {
     MutexLock lock(&queue_mutex_);
     published_through_ = *watermark;
+    queued_through_ = *watermark;
   }
-  thread_ = std::thread([this] {
-    NameThisThread("tlpd-memory");
+  Launch(options_.background);
+  return Status::Ok();
+}
+
+void MemoryPipeline::StartEmpty() { Launch(options_.background); }
+
+void MemoryPipeline::Resume() {
+  if (thread_.joinable()) return;
+  {
+    MutexLock lock(&queue_mutex_);
+    stopping_ = false;
+  }
+  Launch(false);
+}
+
+void MemoryPipeline::Launch(bool background) {
+  thread_ = std::thread([this, background] {
+    NameThisThread(background ? "tlpd-mem-load" : "tlpd-memory");
+    // Per thread on Linux. Raising it back needs privileges, hence Resume's new thread.
+    if (background && setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10) != 0) {
+      spdlog::warn("cannot lower the priority of the model load's memory thread");
+    }
     Run();
   });
-  return Status::Ok();
 }
 
 void MemoryPipeline::Queue(const EventBatch& batch, uint64_t first_sequence,
@@ -76,6 +98,16 @@ void MemoryPipeline::Queue(const EventBatch& batch, uint64_t first_sequence,
   destinations_->Add(work.dst);
   {
     MutexLock lock(&queue_mutex_);
+    // A gap would leave memory waiting for events that never come (Await would hang): fail.
+    if (first_sequence != queued_through_ + 1 && status_.ok()) {
+      status_ =
+          Status::Internal("node memory was handed sequence " + std::to_string(first_sequence) +
+                           " after " + std::to_string(queued_through_));
+      spdlog::error("{}", status_.ToString());
+      progress_made_.SignalAll();
+      return;
+    }
+    queued_through_ = first_sequence + events - 1;
     while (queued_events_ != 0 && queued_events_ + events > options_.memory_queue_events) {
       room_.Wait(&queue_mutex_);
     }
@@ -95,7 +127,9 @@ Status MemoryPipeline::Await() {
   const auto chunk = static_cast<uint64_t>(options_.memory_batch);
   const uint64_t target = store_->last_sequence() / chunk * chunk;
   MutexLock lock(&queue_mutex_);
-  while (published_through_ < target && status_.ok()) progress_made_.Wait(&queue_mutex_);
+  while (published_through_ < target && status_.ok() && !stopping_) {
+    progress_made_.Wait(&queue_mutex_);
+  }
   return status_;
 }
 
@@ -107,6 +141,8 @@ void MemoryPipeline::Stop() {
   }
   work_ready_.SignalAll();
   thread_.join();
+  progress_made_.SignalAll();  // Await returns once stopped
+  checkpointer_.Wait();
 }
 
 void MemoryPipeline::Run() {

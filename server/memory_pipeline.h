@@ -68,6 +68,9 @@ struct MemoryPipelineOptions {
   size_t memory_queue_events = 100000;  // durable events that may wait; beyond it Queue waits
   CheckpointSchedule checkpoints;
   std::string model_tag;  // "<model fingerprint>/<memory_batch>": whose stored memory is ours
+  // The memory thread runs at a lower priority (nice 10): a model being loaded beside the
+  // serving one rebuilds its memory without taking cores from scoring and ingest.
+  bool background = false;
 };
 
 class MemoryPipeline {
@@ -84,18 +87,26 @@ class MemoryPipeline {
   // Restores the stored memory checkpoint (MemoryCheckpointer::Restore) and starts the memory
   // thread. *watermark: the sequence restored memory covers; the caller queues the log after it.
   Status Start(const std::string& data_dir, bool rebuild, uint64_t* watermark);
+  // Starts the memory thread at sequence 0 without reading the store: for a model loaded
+  // beside the serving one, whose memory is rebuilt from the whole log (its cache is not
+  // store-backed, and nothing is checkpointed until it is).
+  void StartEmpty();
 
   // Hands events i of `batch` with !skip[i] (an empty `skip` takes all), whose sequences are
   // consecutive from first_sequence, to the memory thread, and records new destinations. Waits
-  // while the queue is full.
+  // while the queue is full. A gap after the last queued sequence fails the pipeline (INTERNAL).
   void Queue(const EventBatch& batch, uint64_t first_sequence, std::span<const uint8_t> skip = {});
   // Waits until everything queued is applied (not only complete chunks).
   Status Drain();
   // Waits until memory covers every complete chunk stored when called. Fails only when a memory
   // update failed (scores would be wrong from then on).
   Status Await();
-  // Applies what is queued, then stops the memory thread. Idempotent.
+  // Applies what is queued, then stops the memory thread, and waits for the checkpoint being
+  // written. The open chunk is kept. Await returns at once from then on. Idempotent.
   void Stop();
+  // After Stop: starts the memory thread again where it stopped, in the foreground (a loaded
+  // model that becomes the serving one).
+  void Resume();
 
   // Writes a memory checkpoint now (after the one in flight) and waits for it.
   Status Checkpoint();
@@ -122,7 +133,8 @@ class MemoryPipeline {
     uint64_t through = 0;
     std::vector<uint64_t> nodes;
   };
-  void Run();  // the memory thread
+  void Launch(bool background);  // starts the memory thread
+  void Run();                    // the memory thread
   // Hands the read in flight to the cache (waiting for it: it covers the work about to be
   // applied), then starts reading what queued work after it will miss.
   void AdvanceReadAhead(ReadAhead* read_ahead) ABSL_LOCKS_EXCLUDED(queue_mutex_, model_mutex_);
@@ -151,6 +163,7 @@ class MemoryPipeline {
   std::vector<Work> spare_work_ ABSL_GUARDED_BY(queue_mutex_);  // no allocation per batch warm
   size_t queued_events_ ABSL_GUARDED_BY(queue_mutex_) = 0;
   uint64_t published_through_ ABSL_GUARDED_BY(queue_mutex_) = 0;  // = progress_.through
+  uint64_t queued_through_ ABSL_GUARDED_BY(queue_mutex_) = 0;     // last sequence queued
   bool stopping_ ABSL_GUARDED_BY(queue_mutex_) = false;
   Status status_ ABSL_GUARDED_BY(queue_mutex_);  // the first memory update failure
   std::thread thread_;

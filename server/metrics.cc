@@ -143,6 +143,32 @@ Metrics::Metrics(const std::string& address)
                             .Name("tlpd_kafka_lag_records")
                             .Help("Kafka records in the topic not yet durable in this replica")
                             .Register(*registry_)),
+      model_load_phase(prometheus::BuildGauge()
+                           .Name("tlpd_model_load_phase")
+                           .Help("Model load (tlpctl model load): 0 idle, 1 replaying the log "
+                                 "into the loaded model's memory, 2 committed, 3 swapped")
+                           .Register(*registry_)
+                           .Add({})),
+      model_load_replayed_events(prometheus::BuildGauge()
+                                     .Name("tlpd_model_load_replayed_events")
+                                     .Help("Events of the log queued for the loading model")
+                                     .Register(*registry_)
+                                     .Add({})),
+      model_load_target_events(prometheus::BuildGauge()
+                                   .Name("tlpd_model_load_target_events")
+                                   .Help("Events in the log when the loading model last looked")
+                                   .Register(*registry_)
+                                   .Add({})),
+      model_swaps(prometheus::BuildCounter()
+                      .Name("tlpd_model_swaps_total")
+                      .Help("Loaded models swapped in (tlpctl model load)")
+                      .Register(*registry_)
+                      .Add({})),
+      model_rollbacks(prometheus::BuildCounter()
+                          .Name("tlpd_model_rollbacks_total")
+                          .Help("Previous models swapped back in (tlpctl model rollback)")
+                          .Register(*registry_)
+                          .Add({})),
       build_info(prometheus::BuildGauge()
                      .Name("tlpd_build_info")
                      .Help("Always 1; the labels describe the running build and model")
@@ -163,7 +189,35 @@ void Metrics::RequireBasicAuth(std::vector<std::string> credentials) {
 }
 
 void Metrics::SetBuildInfo(const std::map<std::string, std::string>& labels) {
-  build_info.Add(labels).Set(1);
+  std::lock_guard lock(build_info_mutex_);
+  if (build_info_labels_ == labels) return;
+  if (build_info_series_ != nullptr) build_info.Remove(build_info_series_);  // a swapped model
+  build_info_series_ = &build_info.Add(labels);
+  build_info_series_->Set(1);
+  build_info_labels_ = labels;
+}
+
+void Metrics::CountRequest(const char* method, grpc::StatusCode code) {
+  static constexpr const char* kCodeNames[] = {"OK",
+                                               "CANCELLED",
+                                               "UNKNOWN",
+                                               "INVALID_ARGUMENT",
+                                               "DEADLINE_EXCEEDED",
+                                               "NOT_FOUND",
+                                               "ALREADY_EXISTS",
+                                               "PERMISSION_DENIED",
+                                               "RESOURCE_EXHAUSTED",
+                                               "FAILED_PRECONDITION",
+                                               "ABORTED",
+                                               "OUT_OF_RANGE",
+                                               "UNIMPLEMENTED",
+                                               "INTERNAL",
+                                               "UNAVAILABLE",
+                                               "DATA_LOSS",
+                                               "UNAUTHENTICATED"};
+  const auto index = static_cast<size_t>(code);
+  requests.Add({{"method", method}, {"code", index < 17 ? kCodeNames[index] : "UNKNOWN"}})
+      .Increment();
 }
 
 }  // namespace tlp::server

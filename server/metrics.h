@@ -1,6 +1,7 @@
 // Prometheus metrics of the daemon, served by prometheus-cpp's Exposer on its own address.
 #pragma once
 
+#include <grpcpp/support/status_code_enum.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
@@ -9,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,13 +68,24 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& kafka_records;  // label outcome
   prometheus::Family<prometheus::Gauge>& kafka_held_records;
   prometheus::Family<prometheus::Gauge>& kafka_lag_records;
+  prometheus::Gauge& model_load_phase;  // ModelLoadPhase as a number
+  prometheus::Gauge& model_load_replayed_events;
+  prometheus::Gauge& model_load_target_events;
+  prometheus::Counter& model_swaps;
+  prometheus::Counter& model_rollbacks;
   prometheus::Family<prometheus::Gauge>& build_info;  // 1, labels describe the build
 
-  // Sets the build_info series: version, model fingerprint, architecture, p, device.
+  // Sets the build_info series (version, model fingerprint, architecture, p, device), replacing
+  // the previous one (the model may change while serving).
   void SetBuildInfo(const std::map<std::string, std::string>& labels);
+  // Counts a finished call by method and gRPC status code (tlpd_requests_total).
+  void CountRequest(const char* method, grpc::StatusCode code);
 
  private:
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::mutex build_info_mutex_;
+  std::map<std::string, std::string> build_info_labels_;
+  prometheus::Gauge* build_info_series_ = nullptr;
 };
 
 }  // namespace tlp::server

@@ -30,12 +30,14 @@ void CopyState(const storage::NodeStates& from, size_t position, storage::NodeSt
 }  // namespace
 
 NodeMemoryCache::NodeMemoryCache(const storage::TemporalStore& store,
-                                 model::TemporalLinkModelImpl& model, size_t capacity_rows)
+                                 model::TemporalLinkModelImpl& model, size_t capacity_rows,
+                                 bool store_backed)
     : store_(store),
       model_(model),
       capacity_(std::max<size_t>(capacity_rows, 2)),
       dim_(static_cast<uint32_t>(model.config().memory_dim)),
-      has_memory_(model.config().has_memory()) {
+      has_memory_(model.config().has_memory()),
+      store_backed_(store_backed) {
   AddRow();  // row 0: never evicted, never written; its memory stays zero
   evicted_.Clear(dim_);
   model_.EnsureNodes(1);
@@ -102,7 +104,9 @@ void NodeMemoryCache::AppendNotResident(std::span<const uint64_t> nodes,
 }
 
 void NodeMemoryCache::AddPrefetched(std::shared_ptr<const PrefetchedStates> prefetched) {
-  if (prefetched->generation == generation_) prefetched_.push_back(std::move(prefetched));
+  if (store_backed_ && prefetched->generation == generation_) {
+    prefetched_.push_back(std::move(prefetched));
+  }
 }
 
 void NodeMemoryCache::DropPrefetchedThrough(uint64_t sequence) {
@@ -112,7 +116,9 @@ void NodeMemoryCache::DropPrefetchedThrough(uint64_t sequence) {
 }
 
 Status NodeMemoryCache::ReadStored(std::span<const uint64_t> nodes, storage::NodeStates* states) {
-  if (prefetched_.empty()) return store_.GetNodeStates(nodes, states);  // zeros where not stored
+  if (store_backed_ && prefetched_.empty()) {
+    return store_.GetNodeStates(nodes, states);  // zeros where not stored
+  }
   thread_local std::vector<uint64_t> unread;
   thread_local std::vector<size_t> unread_positions;
   thread_local storage::NodeStates read;
@@ -122,6 +128,7 @@ Status NodeMemoryCache::ReadStored(std::span<const uint64_t> nodes, storage::Nod
   states->last_update_ts.assign(nodes.size(), 0.0);
   states->memory.assign(nodes.size() * dim_, 0.0f);
   states->found.assign(nodes.size(), 0);
+  if (!store_backed_) return Status::Ok();  // the store holds another model's memory
   auto copy = [&](const storage::NodeStates& from, size_t position, size_t i) {
     CopyState(from, position, states, i);
     states->found[i] = from.found[position];
@@ -250,7 +257,9 @@ void NodeMemoryCache::SetPending(std::span<const int64_t> rows) {
   }
 }
 
-bool NodeMemoryCache::CheckpointDue() const { return evicted_.size() >= capacity_ / 4; }
+bool NodeMemoryCache::CheckpointDue() const {
+  return store_backed_ && evicted_.size() >= capacity_ / 4;
+}
 
 std::shared_ptr<const MemoryCheckpoint> NodeMemoryCache::TakeCheckpoint(bool previous_written) {
   // From here on the store changes under reads made before: they may miss this checkpoint's

@@ -17,6 +17,11 @@
 // need, read on another thread while the model works; a checkpoint taken after the read began
 // makes such a read unusable, as the store it read is no longer the one behind the cache.
 //
+// A cache that is not store-backed (a model being loaded beside the serving one, whose memory
+// the store holds) reads nothing from the store: every node it has not seen starts at zeros,
+// and its changed rows stay in memory (the side table grows) until it is made store-backed
+// after its memory was written.
+//
 // Not thread-safe: the engine calls it under its model lock.
 #pragma once
 
@@ -78,7 +83,12 @@ class NodeMemoryCache {
  public:
   // capacity_rows >= 2 (row 0 is reserved).
   NodeMemoryCache(const storage::TemporalStore& store, model::TemporalLinkModelImpl& model,
-                  size_t capacity_rows);
+                  size_t capacity_rows, bool store_backed = true);
+
+  // Whether misses read the store and CheckpointDue may say yes (see above). Made true once a
+  // checkpoint of this cache's memory replaced the store's.
+  bool store_backed() const { return store_backed_; }
+  void set_store_backed(bool backed) { store_backed_ = backed; }
 
   // Starts an operation (a chunk applied, a Score call): rows handed out from here on stay
   // resident until the next BeginOperation.
@@ -105,7 +115,8 @@ class NodeMemoryCache {
   // change when they are committed (dirty).
   void SetPending(std::span<const int64_t> rows);
 
-  // True when the evicted dirty rows have reached their bound: checkpoint soon.
+  // True when the evicted dirty rows have reached their bound: checkpoint soon (never while
+  // not store-backed).
   bool CheckpointDue() const;
   // Copies every dirty row and the pending messages out of the model and marks the rows clean
   // (pending ones stay dirty: their commit changes them). `previous_written` false means the
@@ -132,6 +143,7 @@ class NodeMemoryCache {
   const size_t capacity_;
   const uint32_t dim_;
   const bool has_memory_;
+  bool store_backed_;
 
   // Resident node -> row. Not reserved to the capacity up front: a table sized for millions of
   // rows while few are resident spreads the first lookups over 64 MB (measured: lookups took

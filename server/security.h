@@ -18,6 +18,7 @@ struct SecurityOptions {
   std::string tls_key;            // PEM private key
   std::string tls_client_ca;      // PEM CA bundle: clients must present a certificate it signed
   std::string token_file;         // bearer tokens, one per line ('#' comments); on = required
+  std::string admin_token_file;   // tlp.v1.Admin's tokens (required for it when token_file is)
   std::string metrics_auth_file;  // "user:password" lines for /metrics basic auth
 };
 

@@ -16,6 +16,7 @@
 
 #include "common/blas_kernels.h"
 #include "common/thread_name.h"
+#include "server/admin_service.h"
 #include "server/service.h"
 #include "server/train_command.h"
 
@@ -63,6 +64,8 @@ Status PrepareModel(const ServeOptions& options, std::string* checkpoint) {
 class Daemon::Impl {
  public:
   std::unique_ptr<TemporalLinkService> service;
+  std::unique_ptr<TokenAuthenticator> admin_authenticator;
+  std::unique_ptr<AdminService> admin;
   std::unique_ptr<grpc::Server> server;
   std::thread stats_thread;
   std::atomic<bool> stopping{false};
@@ -95,6 +98,12 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
     if (!status.ok()) return status;
     result->authenticator_ = std::make_unique<TokenAuthenticator>(std::move(tokens));
   }
+  if (!options.security.admin_token_file.empty()) {
+    std::vector<std::string> tokens;
+    Status status = ReadSecrets(options.security.admin_token_file, &tokens);
+    if (!status.ok()) return status;
+    result->impl_->admin_authenticator = std::make_unique<TokenAuthenticator>(std::move(tokens));
+  }
   std::shared_ptr<grpc::ServerCredentials> credentials;
   if (Status status = MakeServerCredentials(options.security, &credentials); !status.ok()) {
     return status;
@@ -103,9 +112,13 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   result->impl_->service = std::make_unique<TemporalLinkService>(
       result->metrics_.get(), options.limits, result->authenticator_.get());
+  result->impl_->admin = std::make_unique<AdminService>(
+      result->metrics_.get(), result->impl_->admin_authenticator.get(),
+      /*refuse_all=*/result->authenticator_ && !result->impl_->admin_authenticator);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &result->port_);
   builder.RegisterService(result->impl_->service.get());
+  builder.RegisterService(result->impl_->admin.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
   result->impl_->server = builder.BuildAndStart();
   if (!result->impl_->server || result->port_ == 0) {
@@ -145,14 +158,10 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
         "' (--kafka-brokers); produce events to the topic instead of calling ingest");
   }
   result->impl_->service->SetReady(*result->engine_, *result->batcher_, *result->writer_);
+  result->impl_->admin->SetReady(*result->engine_);
   result->impl_->server->GetHealthCheckService()->SetServingStatus(true);
   if (metrics != nullptr) {
-    const ModelInfo info = result->engine_->Info();
-    metrics->SetBuildInfo({{"version", TLPD_VERSION},
-                           {"architecture", info.architecture},
-                           {"attention_p", std::to_string(info.attention_p)},
-                           {"fingerprint", info.fingerprint},
-                           {"device", info.device}});
+    result->ExportModel(nullptr);
     Daemon* self = result.get();
     result->impl_->stats_thread = std::thread([self] {
       NameThisThread("tlpd-stats");
@@ -178,8 +187,26 @@ void Daemon::ExportKafkaStats(KafkaSourceStats* previous) {
   *previous = now;
 }
 
+void Daemon::ExportModel(ModelStatus* exported) {
+  const ModelInfo info = engine_->Info();
+  metrics_->SetBuildInfo({{"version", TLPD_VERSION},
+                          {"architecture", info.architecture},
+                          {"attention_p", std::to_string(info.attention_p)},
+                          {"fingerprint", info.fingerprint},
+                          {"device", info.device}});
+  if (exported == nullptr) return;
+  const ModelStatus now = engine_->GetModelStatus();
+  metrics_->model_load_phase.Set(static_cast<double>(now.phase));
+  metrics_->model_load_replayed_events.Set(static_cast<double>(now.replayed_events));
+  metrics_->model_load_target_events.Set(static_cast<double>(now.target_events));
+  metrics_->model_swaps.Increment(static_cast<double>(now.swaps - exported->swaps));
+  metrics_->model_rollbacks.Increment(static_cast<double>(now.rollbacks - exported->rollbacks));
+  *exported = now;
+}
+
 void Daemon::ExportStats() {
   Metrics& metrics = *metrics_;
+  ModelStatus model_exported;
   uint64_t hits = 0, misses = 0;
   MemoryCacheStats cache_exported;
   MemoryThreadSeconds thread_exported;
@@ -187,6 +214,7 @@ void Daemon::ExportStats() {
   uint64_t seal_failures = 0, returns_exported = 0;
   while (!impl_->stopping) {
     if (kafka_) ExportKafkaStats(&kafka_exported);
+    ExportModel(&model_exported);
     const storage::StoreStats stats = engine_->store().Stats();
     metrics.events_stored.Set(static_cast<double>(stats.events));
     metrics.nodes_stored.Set(static_cast<double>(stats.nodes));
@@ -365,6 +393,9 @@ void AddServeCommand(CLI::App& app) {
                     "PEM CA bundle: require client certificates (mutual TLS)");
   serve->add_option("--token-file", options.security.token_file,
                     "Bearer tokens, one per line: tlp.v1 calls must present one");
+  serve->add_option("--admin-token-file", options.security.admin_token_file,
+                    "Bearer tokens for tlp.v1.Admin (model load, rollback); with --token-file "
+                    "set, admin calls need one of these");
   serve->add_option("--metrics-auth-file", options.security.metrics_auth_file,
                     "user:password lines: /metrics requires HTTP basic auth");
   serve->add_option("--max-batch-events", options.limits.max_batch_events,

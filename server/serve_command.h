@@ -56,6 +56,9 @@ class Daemon {
   // Every second until shutdown: store, queue and cache figures into the gauges.
   void ExportStats();
   // The Kafka source's part of ExportStats; `previous` holds the counts already exported.
+  // build_info and the model-load series; *exported: the status last exported (null: build
+  // info only).
+  void ExportModel(ModelStatus* exported);
   void ExportKafkaStats(KafkaSourceStats* previous);
   std::unique_ptr<FreedMemoryBound> freed_memory_;
   std::unique_ptr<Metrics> metrics_;

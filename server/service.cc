@@ -214,6 +214,7 @@ grpc::Status TemporalLinkService::HandleScoreLinks(grpc::ServerContext* context,
   Status status = Score(queries, &scores, context->deadline());
   if (!status.ok()) return ToGrpcStatus(status);
   for (const LinkScore& score : scores) FillScore(score, response->add_scores());
+  response->set_model_fingerprint(ModelFingerprintText(scores.front().model));  // never empty
   return grpc::Status::OK;
 }
 
@@ -267,6 +268,7 @@ grpc::Status TemporalLinkService::HandleTopK(grpc::ServerContext* context,
   if (!status.ok()) return ToGrpcStatus(status);
   for (const LinkScore& score : ranked.top) FillScore(score, response->add_results());
   response->set_candidates_scored(static_cast<uint32_t>(ranked.candidates_scored));
+  if (ranked.model != 0) response->set_model_fingerprint(ModelFingerprintText(ranked.model));
   return grpc::Status::OK;
 }
 
@@ -315,28 +317,7 @@ grpc::Status TemporalLinkService::HandleGetModelInfo(tlp::v1::ModelInfoResponse*
 }
 
 grpc::Status TemporalLinkService::Counted(const char* method, grpc::Status status) {
-  if (metrics_) {
-    static constexpr const char* kCodeNames[] = {"OK",
-                                                 "CANCELLED",
-                                                 "UNKNOWN",
-                                                 "INVALID_ARGUMENT",
-                                                 "DEADLINE_EXCEEDED",
-                                                 "NOT_FOUND",
-                                                 "ALREADY_EXISTS",
-                                                 "PERMISSION_DENIED",
-                                                 "RESOURCE_EXHAUSTED",
-                                                 "FAILED_PRECONDITION",
-                                                 "ABORTED",
-                                                 "OUT_OF_RANGE",
-                                                 "UNIMPLEMENTED",
-                                                 "INTERNAL",
-                                                 "UNAVAILABLE",
-                                                 "DATA_LOSS",
-                                                 "UNAUTHENTICATED"};
-    const auto code = static_cast<size_t>(status.error_code());
-    metrics_->requests.Add({{"method", method}, {"code", code < 17 ? kCodeNames[code] : "UNKNOWN"}})
-        .Increment();
-  }
+  if (metrics_) metrics_->CountRequest(method, status.error_code());
   return status;
 }
 

@@ -82,13 +82,17 @@ for row in serve_table(tlpd)[2:]:
         problems.append(f"docs/operations.md: configuration table lacks or differs from: {row} "
                         f"(regenerate: python3 tests/docs_check.py --table TLPD)")
 
-known = {"tlpd": set(), "tlpctl": set()}
-for binary, name in [(tlpd, "tlpd"), (tlpctl, "tlpctl")]:
-    top = help_of(binary)
-    known[name] |= options(binary)
-    section = top.split("Subcommands:")[-1] if "Subcommands:" in top else ""
-    for command in re.findall(r"^\s+([a-z][a-z-]*)\s", section, re.M):
-        known[name] |= options(binary, command)
+def options_below(binary, *command):
+    """The options of a command and of its subcommands, at any depth ("tlpctl model load")."""
+    text = help_of(binary, *command)
+    found = set(re.findall(r"(--[a-z][a-z0-9-]*)", text))
+    section = text.split("Subcommands:")[-1] if "Subcommands:" in text else ""
+    for sub in re.findall(r"^\s+([a-z][a-z-]*)\s", section, re.M):
+        found |= options_below(binary, *command, sub)
+    return found
+
+
+known = {"tlpd": options_below(tlpd), "tlpctl": options_below(tlpctl)}
 # In prose and command lines alike: "tlpd serve ... --flag", "tlpctl topk ... --flag".
 INVOCATION = re.compile(r"\b(tlpd|tlpctl)\b([^\n`|]*)")
 for doc in docs:

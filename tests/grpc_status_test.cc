@@ -10,7 +10,8 @@ TEST(GrpcStatus, EveryCodeWithATwinSurvivesTheRoundTrip) {
        {Status::InvalidArgument("field 'k' must be in 1..1000"), Status::OutOfRange("o"),
         Status::NotFound("n"), Status::AlreadyExists("a"), Status::FailedPrecondition("f"),
         Status::ResourceExhausted("r"), Status::Unavailable("u"), Status::DeadlineExceeded("d"),
-        Status::Corruption("c"), Status::Internal("i")}) {
+        Status::Corruption("c"), Status::Internal("i"), Status::Unauthenticated("t"),
+        Status::PermissionDenied("p")}) {
     const Status back = FromGrpcStatus(ToGrpcStatus(status));
     EXPECT_EQ(back.code(), status.code()) << status.ToString();
     EXPECT_EQ(back.message(), status.message());

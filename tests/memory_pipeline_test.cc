@@ -136,6 +136,47 @@ TEST_F(MemoryPipelineTest, AFailedUpdateReachesEveryReader) {
   EXPECT_TRUE(chunks_.empty());
 }
 
+TEST_F(MemoryPipelineTest, AGapInSequencesFailsInsteadOfHanging) {
+  uint64_t watermark = 0;
+  ASSERT_TRUE(Start("model/8", &watermark).ok());
+  Ingest(Events(5, 100));
+  pipeline_->Queue(Events(5, 200), 9);  // 6..8 never handed over
+  const Status awaited = pipeline_->Await();
+  EXPECT_EQ(awaited.code(), Status::Code::kInternal) << awaited.ToString();
+  EXPECT_NE(awaited.message().find("sequence 9 after 5"), std::string::npos) << awaited.ToString();
+}
+
+// A model being loaded: its pipeline starts at sequence 0 without the store; stopped and resumed
+// (in the foreground) it keeps its open chunk and goes on where it stood.
+TEST_F(MemoryPipelineTest, AnEmptyStartStopsAndResumesWhereItStood) {
+  FreshModel();
+  MemoryModel memory_model;
+  memory_model.memory_dim = kWidth;
+  memory_model.apply = [this](std::span<const int64_t> src, std::span<const int64_t> dst,
+                              std::span<const double> ts, std::span<const float> features) {
+    chunks_.push_back(src.size());
+    model_->ApplyEvents(src, dst, ts, features);
+  };
+  MemoryPipelineOptions options;
+  options.memory_batch = kChunk;
+  options.model_tag = "loaded/8";
+  options.background = true;
+  pipeline_ = std::make_unique<MemoryPipeline>(options, store_.get(), std::move(memory_model),
+                                               cache_.get(), &destinations_, &model_mutex_);
+  pipeline_->StartEmpty();
+  Ingest(Events(11, 100));  // [1, 8] applied, 9..11 open
+  ASSERT_TRUE(pipeline_->Drain().ok());
+  pipeline_->Stop();
+  EXPECT_TRUE(pipeline_->Await().ok()) << "a stopped pipeline does not keep readers waiting";
+  pipeline_->Resume();
+  Ingest(Events(6, 200));  // 12..17: [9, 16] applied
+  ASSERT_TRUE(pipeline_->Await().ok());
+  ASSERT_TRUE(pipeline_->Drain().ok());
+  EXPECT_EQ(chunks_, (std::vector<size_t>{8, 8}));
+  EXPECT_EQ(pipeline_->Progress().through, 16u);
+  EXPECT_EQ(pipeline_->LagEvents(), 1u);
+}
+
 // A storage failure under the model (a StatusError from the store-backed sampler or the row
 // cache) keeps its code instead of turning into INTERNAL.
 TEST_F(MemoryPipelineTest, AStorageFailureKeepsItsCode) {
