@@ -3,7 +3,7 @@
 #   build-asan: ASan + UBSan, the common, storage, server and Kafka suites (the server suite runs
 #               the daemon in process over loopback gRPC and RocksDB);
 #   build-tsan: TSan, the storage suite and the server's concurrency tests (ingest writer, score
-#               batcher, concurrent clients). Not the Kafka suite: librdkafka starts its threads
+#               batcher, concurrent clients, a model swap under ingest and scoring). Not the Kafka suite: librdkafka starts its threads
 #               with C11 thrd_create, which GCC 12's TSan does not intercept, so TSan crashes
 #               (SEGV in its runtime) as soon as one of those threads calls into it.
 # Third-party libraries (LibTorch, gRPC, RocksDB, librdkafka) are not instrumented; ASan still sees every
@@ -35,5 +35,6 @@ echo "== TSan: storage_test"
 # The SIGKILL test forks a multi-threaded process, which TSan cannot follow.
 build-tsan/tests/storage_test --gtest_brief=1 --gtest_filter='-*Sigkill*'
 echo "== TSan: server_test (concurrency)"
-build-tsan/tests/server_test --gtest_brief=1 --gtest_filter='IngestWriterTest.*:DaemonTest.*'
+build-tsan/tests/server_test --gtest_brief=1 \
+  --gtest_filter='IngestWriterTest.*:DaemonTest.*:EngineTest.LoadedModel*:EngineTest.Rollback*'
 echo "sanitize: all passed"
