@@ -629,9 +629,12 @@ Status Engine::ReplayInto(const ServingModel& loaded, uint64_t* through, bool to
 
 void Engine::RunLoad(std::shared_ptr<ServingModel> loaded, bool rollback) {
   const Stopwatch watch;
+  bool swapped = false;
   auto finish = [&](const Status& status) {
     if (!status.ok()) {
-      loaded->pipeline->Stop();
+      // Before the swap the loaded model is dropped; after it, it serves (only its memory did
+      // not reach the store: a replay after a restart makes up for it).
+      if (!swapped) loaded->pipeline->Stop();
       spdlog::error("model load of {} failed: {}", loaded->fingerprint, status.ToString());
     }
     MutexLock lock(&load_mutex_);
@@ -692,6 +695,7 @@ void Engine::RunLoad(std::shared_ptr<ServingModel> loaded, bool rollback) {
       serving_ = loaded;
     }
     ingest_target_ = loaded;
+    swapped = true;
     hold_seconds = held.Seconds();
   }
   EnterPhase(ModelLoadPhase::kSwapped);
