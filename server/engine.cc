@@ -269,7 +269,7 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
                serving->model->config().ToString(), serving->fingerprint, result->device_name_);
   result->AttachModel(serving.get(), true);
   {
-    MutexLock lock(&model_mutex_);
+    MutexLock lock(&result->serving_mutex_);
     result->serving_ = serving;
   }
   {
@@ -301,7 +301,7 @@ Status Engine::Open(const EngineOptions& options, std::unique_ptr<Engine>* engin
 }
 
 std::shared_ptr<Engine::ServingModel> Engine::Serving() const {
-  MutexLock lock(&model_mutex_);
+  MutexLock lock(&serving_mutex_);
   return serving_;
 }
 
@@ -425,7 +425,7 @@ Status Engine::ScoreWith(const ServingModel& serving, std::span<const LinkQuery>
   }
   try {
     MutexLock lock(&model_mutex_);
-    if (serving_.get() != &serving) {  // swapped since the caller took it: one model a call
+    if (Serving().get() != &serving) {  // swapped since the caller took it: one model a call
       *swapped = true;
       return Status::Ok();
     }
@@ -505,7 +505,7 @@ std::vector<uint64_t> Engine::KnownDestinations() const {
 
 MemoryCacheStats Engine::MemoryCache() const {
   MutexLock lock(&model_mutex_);
-  return serving_->cache->stats();
+  return Serving()->cache->stats();
 }
 
 Status Engine::GetNode(uint64_t node, size_t recent, NodeInfo* info) {
@@ -520,12 +520,13 @@ Status Engine::GetNode(uint64_t node, size_t recent, NodeInfo* info) {
   if (!info->recent.empty()) info->last_update_ts = info->recent.front().ts;
   if (recent == 0) info->recent.clear();
   MutexLock lock(&model_mutex_);
-  if (serving_->model->config().has_memory()) {
-    serving_->cache->BeginOperation();
+  const std::shared_ptr<ServingModel> serving = Serving();
+  if (serving->model->config().has_memory()) {
+    serving->cache->BeginOperation();
     int64_t row = 0;
-    status = serving_->cache->Rows({&node, 1}, {&row, 1});
+    status = serving->cache->Rows({&node, 1}, {&row, 1});
     if (!status.ok()) return status;
-    const torch::Tensor memory = serving_->model->MemoryOf(std::vector<int64_t>{row}).contiguous();
+    const torch::Tensor memory = serving->model->MemoryOf(std::vector<int64_t>{row}).contiguous();
     info->memory.assign(memory.data_ptr<float>(), memory.data_ptr<float>() + memory.numel());
   }
   return Status::Ok();
@@ -691,7 +692,8 @@ void Engine::RunLoad(std::shared_ptr<ServingModel> loaded, bool rollback) {
     loaded->pipeline->Resume();  // its memory thread, in the foreground now
     previous->pipeline->Stop();
     {
-      MutexLock lock(&model_mutex_);
+      MutexLock lock(&model_mutex_);  // no Score call between its check and its forward pass
+      MutexLock serving_lock(&serving_mutex_);
       serving_ = loaded;
     }
     ingest_target_ = loaded;

@@ -220,8 +220,11 @@ class Engine {
   DestinationSet destinations_;
   bool opened_ = false;  // Open completed: the destructor writes a final checkpoint
 
-  // Guarded by model_mutex_, and changed with ingest_mutex_ held too.
-  std::shared_ptr<ServingModel> serving_ ABSL_GUARDED_BY(model_mutex_);
+  // Which model serves. Changed with ingest_mutex_, model_mutex_ and serving_mutex_ held, in
+  // that order; read under serving_mutex_ alone, so that a scorer finds it without waiting for
+  // a chunk apply, which holds the model mutex.
+  mutable Mutex serving_mutex_;
+  std::shared_ptr<ServingModel> serving_ ABSL_GUARDED_BY(serving_mutex_);
   // The serving model as Ingest sees it (the same, read under ingest_mutex_ alone).
   std::shared_ptr<ServingModel> ingest_target_ ABSL_GUARDED_BY(ingest_mutex_);
 
