@@ -468,22 +468,36 @@ int main(int argc, char** argv) {
   model_command->require_subcommand(1);
   bool wait_for_swap = false;
   auto print_status = [&](const tlp::v1::ModelStatusResponse& status) {
-    const nlohmann::json out = {{"fingerprint", status.fingerprint()},
-                                {"checkpoint", status.checkpoint()},
-                                {"previous_fingerprint", status.previous_fingerprint()},
-                                {"previous_checkpoint", status.previous_checkpoint()},
-                                {"phase", status.phase()},
-                                {"loading_fingerprint", status.loading_fingerprint()},
-                                {"replayed_events", status.replayed_events()},
-                                {"target_events", status.target_events()},
-                                {"last_error", status.last_error()},
-                                {"swaps", status.swaps()},
-                                {"rollbacks", status.rollbacks()},
-                                {"last_swap_seconds", status.last_swap_seconds()},
-                                {"last_hold_seconds", status.last_hold_seconds()}};
+    nlohmann::json out = {{"fingerprint", status.fingerprint()},
+                          {"checkpoint", status.checkpoint()},
+                          {"previous_fingerprint", status.previous_fingerprint()},
+                          {"previous_checkpoint", status.previous_checkpoint()},
+                          {"phase", status.phase()},
+                          {"loading_fingerprint", status.loading_fingerprint()},
+                          {"replayed_events", status.replayed_events()},
+                          {"target_events", status.target_events()},
+                          {"last_error", status.last_error()},
+                          {"swaps", status.swaps()},
+                          {"rollbacks", status.rollbacks()},
+                          {"last_swap_seconds", status.last_swap_seconds()},
+                          {"last_hold_seconds", status.last_hold_seconds()}};
+    const tlp::v1::ModelRefreshStatus& refresh = status.refresh();
+    out["refresh"] = {{"running", refresh.running()},
+                      {"refreshes", refresh.refreshes()},
+                      {"promotions", refresh.promotions()},
+                      {"failures", refresh.failures()},
+                      {"last_outcome", refresh.last_outcome()},
+                      {"last_error", refresh.last_error()},
+                      {"candidate_mrr", refresh.candidate_mrr()},
+                      {"serving_mrr", refresh.serving_mrr()},
+                      {"held_back_queries", refresh.held_back_queries()},
+                      {"candidate_fingerprint", refresh.candidate_fingerprint()},
+                      {"serving_fingerprint", refresh.serving_fingerprint()},
+                      {"last_seconds", refresh.last_seconds()}};
     std::printf("%s\n", out.dump(global.json ? -1 : 2).c_str());
   };
-  // Runs one admin call; with --wait, polls the status until the load ends (exit 1 if it failed).
+  // Runs one admin call; with --wait, polls the status until the refresh and the load it may
+  // start end (exit 1 if either failed).
   auto admin_call = [&](auto&& call) {
     tlp::client::DaemonClient client = Connect();
     tlp::v1::ModelStatusResponse status;
@@ -493,7 +507,7 @@ int main(int argc, char** argv) {
       const grpc::Status rpc = call(client.admin_stub(), &context, &status);
       if (!rpc.ok()) std::exit(Fail(client.FromGrpc(rpc)));
     }
-    while (wait_for_swap && status.phase() != "idle") {
+    while (wait_for_swap && (status.refresh().running() || status.phase() != "idle")) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       grpc::ClientContext context;
       client.Prepare(&context);
@@ -502,7 +516,8 @@ int main(int argc, char** argv) {
       if (!rpc.ok()) std::exit(Fail(client.FromGrpc(rpc)));
     }
     print_status(status);
-    std::exit(wait_for_swap && !status.last_error().empty() ? 1 : 0);
+    const bool failed = !status.last_error().empty() || status.refresh().last_outcome() == "failed";
+    std::exit(wait_for_swap && failed ? 1 : 0);
   };
   model_command->add_subcommand("status", "Show the served model and any load in progress")
       ->callback([&] {
@@ -533,6 +548,20 @@ int main(int argc, char** argv) {
     admin_call([](tlp::v1::Admin::Stub& stub, grpc::ClientContext* context,
                   tlp::v1::ModelStatusResponse* status) {
       return stub.Rollback(context, tlp::v1::RollbackRequest(), status);
+    });
+  });
+
+  CLI::App* model_refresh = model_command->add_subcommand(
+      "refresh",
+      "Retrain the serving model's architecture on the newest stored events (in the daemon's "
+      "machine, at a lower priority) and load the new model if it ranks the newest held-back "
+      "events better");
+  model_refresh->add_flag("--wait", wait_for_swap,
+                          "Return once the refresh, and the load it may start, has ended");
+  model_refresh->callback([&] {
+    admin_call([](tlp::v1::Admin::Stub& stub, grpc::ClientContext* context,
+                  tlp::v1::ModelStatusResponse* status) {
+      return stub.RefreshModel(context, tlp::v1::RefreshModelRequest(), status);
     });
   });
 

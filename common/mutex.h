@@ -8,6 +8,7 @@
 // annotated in libstdc++. The same wrapper as LevelDB's port::Mutex.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 
@@ -54,6 +55,14 @@ class CondVar {
   void Wait(Mutex* mutex) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
     std::unique_lock lock(mutex->mutex_, std::adopt_lock);
     condition_.wait(lock);
+    lock.release();
+  }
+  // Like Wait, returning after `timeout` at the latest.
+  template <typename Rep, typename Period>
+  void WaitFor(Mutex* mutex, std::chrono::duration<Rep, Period> timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+    std::unique_lock lock(mutex->mutex_, std::adopt_lock);
+    condition_.wait_for(lock, timeout);
     lock.release();
   }
   void Signal() { condition_.notify_one(); }

@@ -8,7 +8,8 @@ AdminService::AdminService(Metrics* metrics, const TokenAuthenticator* authentic
                            bool refuse_all)
     : metrics_(metrics), authenticator_(authenticator), refuse_all_(refuse_all) {}
 
-void FillModelStatus(const ModelStatus& status, tlp::v1::ModelStatusResponse* response) {
+void FillModelStatus(const ModelStatus& status, const RefreshStatus& refresh,
+                     tlp::v1::ModelStatusResponse* response) {
   response->set_fingerprint(status.fingerprint);
   response->set_checkpoint(status.checkpoint);
   response->set_previous_fingerprint(status.previous_fingerprint);
@@ -23,6 +24,19 @@ void FillModelStatus(const ModelStatus& status, tlp::v1::ModelStatusResponse* re
   response->set_rollbacks(status.rollbacks);
   response->set_last_swap_seconds(status.last_swap_seconds);
   response->set_last_hold_seconds(status.last_hold_seconds);
+  tlp::v1::ModelRefreshStatus* out = response->mutable_refresh();
+  out->set_running(refresh.running);
+  out->set_refreshes(refresh.refreshes);
+  out->set_promotions(refresh.promotions);
+  out->set_failures(refresh.failures);
+  out->set_last_outcome(refresh.last_outcome);
+  out->set_last_error(refresh.last_error);
+  out->set_candidate_mrr(refresh.candidate_mrr);
+  out->set_serving_mrr(refresh.serving_mrr);
+  out->set_held_back_queries(refresh.held_back_queries);
+  out->set_candidate_fingerprint(refresh.candidate_fingerprint);
+  out->set_serving_fingerprint(refresh.serving_fingerprint);
+  out->set_last_seconds(refresh.last_seconds);
 }
 
 template <typename Call>
@@ -40,8 +54,9 @@ grpc::Status AdminService::Guarded(const char* method, const grpc::ServerContext
   if (status.ok() && engine == nullptr) {
     status = {grpc::StatusCode::UNAVAILABLE, "tlpd is recovering; retry shortly"};
   }
-  if (status.ok()) status = ToGrpcStatus(call(*engine));
-  if (status.ok()) FillModelStatus(engine->GetModelStatus(), response);
+  ModelRefresher* refresher = refresher_.load(std::memory_order_relaxed);
+  if (status.ok()) status = ToGrpcStatus(call(*engine, *refresher));
+  if (status.ok()) FillModelStatus(engine->GetModelStatus(), refresher->GetStatus(), response);
   if (metrics_ != nullptr) metrics_->CountRequest(method, status.error_code());
   return status;
 }
@@ -51,7 +66,7 @@ grpc::Status AdminService::LoadModel(grpc::ServerContext* context,
                                      tlp::v1::ModelStatusResponse* response) {
   return Guarded(
       "LoadModel", *context,
-      [&](Engine& engine) {
+      [&](Engine& engine, ModelRefresher&) {
         if (request->checkpoint().empty()) {
           return Status::InvalidArgument("field 'checkpoint' is empty");
         }
@@ -64,13 +79,22 @@ grpc::Status AdminService::GetModelStatus(grpc::ServerContext* context,
                                           const tlp::v1::ModelStatusRequest*,
                                           tlp::v1::ModelStatusResponse* response) {
   return Guarded(
-      "GetModelStatus", *context, [](Engine&) { return Status::Ok(); }, response);
+      "GetModelStatus", *context, [](Engine&, ModelRefresher&) { return Status::Ok(); }, response);
 }
 
 grpc::Status AdminService::Rollback(grpc::ServerContext* context, const tlp::v1::RollbackRequest*,
                                     tlp::v1::ModelStatusResponse* response) {
   return Guarded(
-      "Rollback", *context, [](Engine& engine) { return engine.Rollback(); }, response);
+      "Rollback", *context, [](Engine& engine, ModelRefresher&) { return engine.Rollback(); },
+      response);
+}
+
+grpc::Status AdminService::RefreshModel(grpc::ServerContext* context,
+                                        const tlp::v1::RefreshModelRequest*,
+                                        tlp::v1::ModelStatusResponse* response) {
+  return Guarded(
+      "RefreshModel", *context,
+      [](Engine&, ModelRefresher& refresher) { return refresher.RefreshNow(); }, response);
 }
 
 }  // namespace tlp::server

@@ -169,6 +169,20 @@ Metrics::Metrics(const std::string& address)
                           .Help("Previous models swapped back in (tlpctl model rollback)")
                           .Register(*registry_)
                           .Add({})),
+      model_refreshes(prometheus::BuildCounter()
+                          .Name("tlpd_model_refreshes_total")
+                          .Help("Finished model refreshes by outcome (promoted, kept, failed)")
+                          .Register(*registry_)),
+      model_refresh_running(prometheus::BuildGauge()
+                                .Name("tlpd_model_refresh_running")
+                                .Help("1 while a model refresh trains and compares")
+                                .Register(*registry_)
+                                .Add({})),
+      model_refresh_mrr(prometheus::BuildGauge()
+                            .Name("tlpd_model_refresh_mrr")
+                            .Help("One-vs-all MRR on the last refresh's held-back events, of the "
+                                  "new (candidate) and the serving model")
+                            .Register(*registry_)),
       build_info(prometheus::BuildGauge()
                      .Name("tlpd_build_info")
                      .Help("Always 1; the labels describe the running build and model")

@@ -73,7 +73,10 @@ class Metrics {
   prometheus::Gauge& model_load_target_events;
   prometheus::Counter& model_swaps;
   prometheus::Counter& model_rollbacks;
-  prometheus::Family<prometheus::Gauge>& build_info;  // 1, labels describe the build
+  prometheus::Family<prometheus::Counter>& model_refreshes;  // label outcome
+  prometheus::Gauge& model_refresh_running;
+  prometheus::Family<prometheus::Gauge>& model_refresh_mrr;  // label model (candidate, serving)
+  prometheus::Family<prometheus::Gauge>& build_info;         // 1, labels describe the build
 
   // Sets the build_info series (version, model fingerprint, architecture, p, device), replacing
   // the previous one (the model may change while serving).

@@ -158,7 +158,10 @@ Status Daemon::Start(const ServeOptions& options, std::unique_ptr<Daemon>* daemo
         "' (--kafka-brokers); produce events to the topic instead of calling ingest");
   }
   result->impl_->service->SetReady(*result->engine_, *result->batcher_, *result->writer_);
-  result->impl_->admin->SetReady(*result->engine_);
+  result->refresher_ =
+      std::make_unique<ModelRefresher>(*result->engine_, options.engine.data_dir, options.refresh);
+  result->refresher_->Start();
+  result->impl_->admin->SetReady(*result->engine_, *result->refresher_);
   result->impl_->server->GetHealthCheckService()->SetServingStatus(true);
   if (metrics != nullptr) {
     result->ExportModel(nullptr);
@@ -204,9 +207,24 @@ void Daemon::ExportModel(ModelStatus* exported) {
   *exported = now;
 }
 
+void Daemon::ExportRefresh(RefreshStatus* exported) {
+  const RefreshStatus now = refresher_->GetStatus();
+  metrics_->model_refresh_running.Set(now.running ? 1 : 0);
+  if (now.refreshes != exported->refreshes) {
+    metrics_->model_refreshes.Add({{"outcome", now.last_outcome}})
+        .Increment(static_cast<double>(now.refreshes - exported->refreshes));
+    if (now.last_outcome != "failed") {
+      metrics_->model_refresh_mrr.Add({{"model", "candidate"}}).Set(now.candidate_mrr);
+      metrics_->model_refresh_mrr.Add({{"model", "serving"}}).Set(now.serving_mrr);
+    }
+  }
+  *exported = now;
+}
+
 void Daemon::ExportStats() {
   Metrics& metrics = *metrics_;
   ModelStatus model_exported;
+  RefreshStatus refresh_exported;
   uint64_t hits = 0, misses = 0;
   MemoryCacheStats cache_exported;
   MemoryThreadSeconds thread_exported;
@@ -215,6 +233,7 @@ void Daemon::ExportStats() {
   while (!impl_->stopping) {
     if (kafka_) ExportKafkaStats(&kafka_exported);
     ExportModel(&model_exported);
+    ExportRefresh(&refresh_exported);
     const storage::StoreStats stats = engine_->store().Stats();
     metrics.events_stored.Set(static_cast<double>(stats.events));
     metrics.nodes_stored.Set(static_cast<double>(stats.nodes));
@@ -292,6 +311,7 @@ void Daemon::Shutdown(double grace_seconds) {
   kafka_.reset();   // its append in flight finishes; what it held is re-read on restart
   writer_.reset();  // every call has returned, so its queue is empty
   batcher_.reset();
+  refresher_.reset();  // stops a training in progress
   engine_.reset();
 }
 
@@ -419,6 +439,32 @@ void AddServeCommand(CLI::App& app) {
       "--ingest-linger-us",
       [](int64_t us) { options.writer.linger = std::chrono::microseconds(us); },
       "How long the writer waits to group more submissions (default 0: only what queued)");
+  serve->add_option("--refresh-every-events", options.refresh.every_events,
+                    "Retrain the serving model's architecture on the newest events every this "
+                    "many stored events, and promote the new model when it ranks the newest "
+                    "held-back events better (0 = no event trigger)");
+  serve
+      ->add_option("--refresh-every-hours", options.refresh.every_hours,
+                   "Also refresh when this many hours passed since the last refresh and events "
+                   "came since (0 = no time trigger)")
+      ->check(CLI::NonNegativeNumber);
+  serve->add_option("--refresh-window-events", options.refresh.window_events,
+                    "A refresh trains on the newest this many stored events (0 = all); the "
+                    "newest 15 % of them by time are held back for the comparison");
+  serve->add_option("--refresh-epochs", options.refresh.epochs, "A refresh's most epochs")
+      ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--refresh-ranking-queries", options.refresh.ranking_queries,
+                   "Held-back events both models rank one-vs-all for the comparison")
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--refresh-min-gain", options.refresh.min_gain,
+                    "Promote only when the new model's MRR exceeds the serving one's by more "
+                    "than this");
+  serve
+      ->add_option("--refresh-threads", options.refresh.threads,
+                   "Torch threads of the refresh's training process (which runs at a lower CPU "
+                   "priority than serving)")
+      ->check(CLI::PositiveNumber);
   serve->add_option("--kafka-brokers", options.kafka.brokers,
                     "Consume events from Kafka (bootstrap servers host:port,...) "
                     "instead of accepting gRPC ingest");

@@ -10,6 +10,7 @@
 #include "server/ingest_writer.h"
 #include "server/kafka_source.h"
 #include "server/metrics.h"
+#include "server/model_refresher.h"
 #include "server/score_batcher.h"
 #include "server/security.h"
 #include "server/service.h"
@@ -36,6 +37,8 @@ struct ServeOptions {
   KafkaSourceOptions kafka;
   // Freed memory the allocator may keep for reuse before it goes back to the kernel.
   size_t retain_freed_mb = 256;
+  // Scheduled model refresh (off unless a trigger is set; `tlpctl model refresh` asks for one).
+  RefreshOptions refresh;
 };
 
 // A running daemon: engine, gRPC server (tlp.v1 + health + reflection) and metrics. The gRPC
@@ -60,9 +63,12 @@ class Daemon {
   // info only).
   void ExportModel(ModelStatus* exported);
   void ExportKafkaStats(KafkaSourceStats* previous);
+  // The refresher's status into its series; `exported` holds the status last exported.
+  void ExportRefresh(RefreshStatus* exported);
   std::unique_ptr<FreedMemoryBound> freed_memory_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ModelRefresher> refresher_;  // before the engine it uses goes
   std::unique_ptr<ScoreBatcher> batcher_;
   std::unique_ptr<IngestWriter> writer_;
   std::unique_ptr<KafkaSource> kafka_;

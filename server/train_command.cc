@@ -26,6 +26,8 @@ struct TrainSettings {
   std::string from_store;  // a data dir's event log (storage/event_log_reader.h)
   storage::EventLogWindow window;
   std::string checkpoint = "tlpd-model.pt";
+  std::string config_from;         // train: the architecture and widths of this checkpoint
+  std::string compare_checkpoint;  // train: also evaluate this model on the same test period
   std::string json_out;
   std::string device = "cpu";
   model::ModelConfig config;
@@ -182,17 +184,46 @@ void AddModelOptions(CLI::App* command, TrainSettings& s) {
   command->add_flag("!--no-probe", s.options.probe, "Skip the degree probe");
 }
 
+// Loads a checkpoint that can score `dataset` (the same edge-feature width).
+Status LoadModelFor(const std::string& checkpoint, const model::TemporalDataset& dataset,
+                    const torch::Device& device, model::TemporalLinkModel* result) {
+  Status status = model::LoadCheckpoint(checkpoint, device, result);
+  if (!status.ok()) return status;
+  if ((*result)->config().edge_feature_dim != dataset.feature_dim) {
+    return Status::InvalidArgument(
+        checkpoint + " takes " + std::to_string((*result)->config().edge_feature_dim) +
+        " edge features, the events have " + std::to_string(dataset.feature_dim));
+  }
+  return Status::Ok();
+}
+
 int RunTrain(const TrainSettings& s) {
   torch::set_num_threads(s.threads);
   torch::manual_seed(s.options.seed);
   model::TemporalDataset dataset;
   model::DataSplit split;
   if (LoadData(s, &dataset, &split) != 0) return 1;
-  model::ModelConfig config = s.config;
-  config.edge_feature_dim = dataset.feature_dim;
   std::string note;
   const torch::Device device = model::ResolveDevice(s.device, &note);
   if (!note.empty()) spdlog::warn("{}", note);
+  model::ModelConfig config = s.config;
+  if (!s.config_from.empty()) {
+    model::TemporalLinkModel source{nullptr};
+    if (Status status = LoadModelFor(s.config_from, dataset, device, &source); !status.ok()) {
+      spdlog::error("--config-from: {}", status.ToString());
+      return 1;
+    }
+    config = source->config();
+  }
+  config.edge_feature_dim = dataset.feature_dim;
+  // Loaded before training, so that a bad file fails at once.
+  model::TemporalLinkModel other{nullptr};
+  if (!s.compare_checkpoint.empty()) {
+    if (Status loaded = LoadModelFor(s.compare_checkpoint, dataset, device, &other); !loaded.ok()) {
+      spdlog::error("--compare-checkpoint: {}", loaded.ToString());
+      return 1;
+    }
+  }
   model::TemporalLinkModel model(config);
   model->to(device);
   model->ResetMemory();
@@ -222,6 +253,21 @@ int RunTrain(const TrainSettings& s) {
     PrintReport(report);
     json["test"] = ReportJson(report);
   }
+  if (!s.compare_checkpoint.empty()) {
+    // The other model on the same test period, queries and candidates: what a scheduled
+    // refresh compares before it promotes the one it trained.
+    model::TrainOptions options = s.options;
+    options.epochs = 0;
+    model::Trainer other_trainer(other, dataset, split, options);
+    const model::EvaluationReport report = other_trainer.Evaluate();
+    std::printf("\ncompared with %s (fingerprint %s) on the same test period:\n",
+                s.compare_checkpoint.c_str(), model::ModelFingerprint(other).c_str());
+    PrintReport(report);
+    json["compared"] = ReportJson(report);
+    json["compared"]["checkpoint"] = s.compare_checkpoint;
+    json["compared"]["fingerprint"] = model::ModelFingerprint(other);
+  }
+  json["fingerprint"] = model::ModelFingerprint(model);
   if (!s.json_out.empty()) std::ofstream(s.json_out) << json.dump(2) << "\n";
   return 0;
 }
@@ -341,14 +387,8 @@ int RunEval(TrainSettings& s) {
   std::string note;
   const torch::Device device = model::ResolveDevice(s.device, &note);
   model::TemporalLinkModel model{nullptr};
-  Status status = model::LoadCheckpoint(s.checkpoint, device, &model);
-  if (!status.ok()) {
+  if (Status status = LoadModelFor(s.checkpoint, dataset, device, &model); !status.ok()) {
     spdlog::error("{}", status.ToString());
-    return 1;
-  }
-  if (model->config().edge_feature_dim != dataset.feature_dim) {
-    spdlog::error("checkpoint takes {} edge features, {} has {}", model->config().edge_feature_dim,
-                  SourceName(s), dataset.feature_dim);
     return 1;
   }
   spdlog::info("evaluating {} ({}, fingerprint {})", s.checkpoint, model->config().ToString(),
@@ -445,6 +485,22 @@ void AddTrainCommands(CLI::App& app) {
   train->add_option("--time-dim", t.config.time_dim, "Time encoding width");
   train->add_option("--dropout", t.config.dropout, "Dropout");
   train->add_flag("!--no-eval", t.evaluate, "Skip the test evaluation after training");
+  CLI::Option* config_from =
+      train
+          ->add_option("--config-from", t.config_from,
+                       "Train this checkpoint's architecture and settings (attention p, widths, "
+                       "neighbours) afresh, instead of the model flags")
+          ->check(CLI::ExistingFile);
+  for (const char* model_flag : {"--architecture", "--patch-size", "--p", "--layers", "--neighbors",
+                                 "--pair-neighbors", "--pair-hop-neighbors", "--heads",
+                                 "--memory-dim", "--embedding-dim", "--time-dim", "--dropout"}) {
+    config_from->excludes(train->get_option(model_flag));
+  }
+  train
+      ->add_option("--compare-checkpoint", t.compare_checkpoint,
+                   "Also evaluate this checkpoint on the same test period and queries (its "
+                   "figures go under \"compared\" in --json-out)")
+      ->check(CLI::ExistingFile);
   train->callback([] { std::exit(RunTrain(train_settings)); });
 
   CLI::App* eval = app.add_subcommand(
