@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -37,6 +38,8 @@ namespace {
 constexpr const char* kServingModelCursor = "model/serving";
 // A load holds ingest once at most this many stored events are not yet queued for its memory.
 constexpr uint64_t kHoldEvents = 10000;
+// Catch-up rounds of a model load in which its memory thread yields the model lock to scoring.
+constexpr int kYieldingRounds = 3;
 constexpr size_t kReplayBatch = 10000;
 
 // fsyncs a file or directory (so a copied checkpoint survives power loss before the store
@@ -187,6 +190,15 @@ void Engine::AttachModel(ServingModel* serving, bool store_backed) {
                                   options_.checkpoint_every_seconds};
   pipeline_options.model_tag = serving->fingerprint + "/" + std::to_string(options_.memory_batch);
   pipeline_options.background = !store_backed;
+  // A model being loaded leaves the model lock to scoring three quarters of the time while
+  // requests come (see RunLoad for when it stops yielding).
+  pipeline_options.background_lock_share = 0.25;
+  pipeline_options.busy = [this] {
+    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    return load_yields_.load(std::memory_order_relaxed) &&
+           now - last_score_.load(std::memory_order_relaxed) <
+               std::chrono::nanoseconds(std::chrono::milliseconds(50)).count();
+  };
   MemoryModel memory_model;
   memory_model.has_memory = config.has_memory();
   memory_model.memory_dim = static_cast<uint32_t>(config.memory_dim);
@@ -377,6 +389,8 @@ Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>*
 
 Status Engine::ScoreWith(const ServingModel& serving, std::span<const LinkQuery> queries,
                          std::vector<LinkScore>* scores, bool* swapped) {
+  last_score_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                    std::memory_order_relaxed);
   const size_t count = queries.size();
   // Endpoint i is src of query i, endpoint count + i its dst. Each distinct (node, time) is
   // embedded once: TopK repeats its src for every candidate, and concurrent requests share
@@ -649,7 +663,12 @@ void Engine::RunLoad(std::shared_ptr<ServingModel> loaded, bool rollback) {
   // Catch up with the log without holding ingest: rounds until what is left is small (the
   // memory queue bounds how far queued work runs ahead of the loaded model).
   uint64_t through = 0;
-  for (bool first = true;; first = false) {
+  load_yields_ = true;
+  for (int round = 0;; ++round) {
+    const bool first = round == 0;
+    // A replay that yields to scoring may not catch up with a fast stream: from the fourth
+    // round on it takes the model lock as often as it can (at its lower CPU priority still).
+    if (round == kYieldingRounds) load_yields_ = false;
     Status status = ReplayInto(*loaded, &through, false);
     if (first) EnterPhase(ModelLoadPhase::kReplaying);  // told once the first pass is queued
     if (status.ok()) status = loaded->pipeline->Drain();
@@ -669,6 +688,7 @@ void Engine::RunLoad(std::shared_ptr<ServingModel> loaded, bool rollback) {
     // Ingest is held from here to the swap: both models apply the same last events, so the
     // loaded one takes over at the chunk boundary the serving one stands at.
     MutexLock hold(&ingest_mutex_);
+    load_yields_ = false;  // ingest waits for the rest: as fast as it can
     const Stopwatch held;
     Status status = ReplayInto(*loaded, &through, true);
     if (status.ok()) status = loaded->pipeline->Drain();

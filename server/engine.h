@@ -11,7 +11,8 @@
 //
 // Model refresh (LoadModel): a checkpoint is loaded beside the serving model; a background
 // thread replays the whole log into its own node memory (a cache that is not store-backed, at a
-// lower priority), catches up with live ingest, then, with ingest held for the last events,
+// lower priority, leaving the model lock to scoring three quarters of the time while requests
+// come), catches up with live ingest, then, with ingest held for the last events,
 // commits it as the serving model in the store (a crash from then on restarts on it), swaps it
 // in at a chunk boundary and writes its memory over the previous model's. Every score says
 // which model made it (LinkScore::model); one Score call is never split across models.
@@ -21,6 +22,7 @@
 // serves; ingest_mutex_ serialises writers (and a swap, which holds both).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -239,6 +241,10 @@ class Engine {
   // test process computing at once gave logits off by ~1e-4 about once in 30 runs (OpenBLAS
   // issue #2126 describes BLAS calls that are not safe for concurrent callers).
   static Mutex model_mutex_;
+  // When a Score call last started (steady clock, ns), and whether a loading model's memory
+  // thread should yield the model lock to scoring now (MemoryPipelineOptions::busy).
+  std::atomic<int64_t> last_score_{0};
+  std::atomic<bool> load_yields_{false};
   Mutex ingest_mutex_ ABSL_ACQUIRED_BEFORE(model_mutex_);
 };
 

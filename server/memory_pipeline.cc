@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "common/stopwatch.h"
@@ -60,6 +62,7 @@ void MemoryPipeline::Resume() {
 }
 
 void MemoryPipeline::Launch(bool background) {
+  yields_ = background && options_.busy && options_.background_lock_share < 1.0;
   thread_ = std::thread([this, background] {
     NameThisThread(background ? "tlpd-mem-load" : "tlpd-memory");
     // Per thread on Linux. Raising it back needs privileges, hence Resume's new thread.
@@ -269,6 +272,16 @@ void MemoryPipeline::Apply(const Work& work) {
 
 void MemoryPipeline::FlushChunk() {
   if (chunk_src_.empty()) return;
+  const Stopwatch held;
+  FlushChunkLocked();
+  if (yields_ && options_.busy()) {
+    const double share = std::max(options_.background_lock_share, 0.01);
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(held.Seconds() * (1.0 - share) / share));
+  }
+}
+
+void MemoryPipeline::FlushChunkLocked() {
   MutexLock lock(model_mutex_);
   Stopwatch watch;
   const double paged_in = cache_->page_in_seconds(), paged_out = cache_->page_out_seconds();

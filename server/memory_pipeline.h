@@ -71,6 +71,12 @@ struct MemoryPipelineOptions {
   // The memory thread runs at a lower priority (nice 10): a model being loaded beside the
   // serving one rebuilds its memory without taking cores from scoring and ingest.
   bool background = false;
+  // With `background`: while `busy()` says others use the model lock (scoring), the memory
+  // thread holds it at most this share of the time, sleeping after each chunk for what it held
+  // times (1 - share) / share. Niceness alone does not do it: scorers wait for the lock, not
+  // for a core. Unset `busy` or share 1: no pause.
+  double background_lock_share = 1.0;
+  std::function<bool()> busy;
 };
 
 class MemoryPipeline {
@@ -141,6 +147,7 @@ class MemoryPipeline {
   // Adds one work item to the open chunk, flushing at every chunk boundary.
   void Apply(const Work& work) ABSL_LOCKS_EXCLUDED(model_mutex_);
   void FlushChunk() ABSL_LOCKS_EXCLUDED(model_mutex_);
+  void FlushChunkLocked() ABSL_LOCKS_EXCLUDED(model_mutex_);  // takes it
 
   const MemoryPipelineOptions options_;
   storage::TemporalStore* const store_;
@@ -167,6 +174,9 @@ class MemoryPipeline {
   bool stopping_ ABSL_GUARDED_BY(queue_mutex_) = false;
   Status status_ ABSL_GUARDED_BY(queue_mutex_);  // the first memory update failure
   std::thread thread_;
+  // The memory thread pauses for busy() (MemoryPipelineOptions::background_lock_share). Set by
+  // Launch before the thread starts; read by that thread alone.
+  bool yields_ = false;
 
   // The open chunk: events stored but not yet applied (memory thread only).
   std::vector<uint64_t> chunk_src_, chunk_dst_;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <stdexcept>
 #include <vector>
@@ -148,6 +149,9 @@ TEST_F(MemoryPipelineTest, AGapInSequencesFailsInsteadOfHanging) {
 
 // A model being loaded: its pipeline starts at sequence 0 without the store; stopped and resumed
 // (in the foreground) it keeps its open chunk and goes on where it stood.
+// A model being loaded: its memory thread starts empty in the background, where it asks
+// whether to yield the model lock after each chunk (and still applies every chunk while the
+// answer is yes), then resumes in the foreground, where it never asks.
 TEST_F(MemoryPipelineTest, AnEmptyStartStopsAndResumesWhereItStood) {
   FreshModel();
   MemoryModel memory_model;
@@ -161,11 +165,18 @@ TEST_F(MemoryPipelineTest, AnEmptyStartStopsAndResumesWhereItStood) {
   options.memory_batch = kChunk;
   options.model_tag = "loaded/8";
   options.background = true;
+  options.background_lock_share = 0.5;
+  std::atomic<int> busy_asked{0};
+  options.busy = [&busy_asked] {
+    ++busy_asked;
+    return true;
+  };
   pipeline_ = std::make_unique<MemoryPipeline>(options, store_.get(), std::move(memory_model),
                                                cache_.get(), &destinations_, &model_mutex_);
   pipeline_->StartEmpty();
   Ingest(Events(11, 100));  // [1, 8] applied, 9..11 open
   ASSERT_TRUE(pipeline_->Drain().ok());
+  EXPECT_EQ(busy_asked, 1) << "one chunk applied in the background";
   pipeline_->Stop();
   EXPECT_TRUE(pipeline_->Await().ok()) << "a stopped pipeline does not keep readers waiting";
   pipeline_->Resume();
@@ -173,6 +184,7 @@ TEST_F(MemoryPipelineTest, AnEmptyStartStopsAndResumesWhereItStood) {
   ASSERT_TRUE(pipeline_->Await().ok());
   ASSERT_TRUE(pipeline_->Drain().ok());
   EXPECT_EQ(chunks_, (std::vector<size_t>{8, 8}));
+  EXPECT_EQ(busy_asked, 1) << "the foreground thread does not yield";
   EXPECT_EQ(pipeline_->Progress().through, 16u);
   EXPECT_EQ(pipeline_->LagEvents(), 1u);
 }
