@@ -14,6 +14,9 @@ trap 'kill "${daemons[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf
 /usr/bin/python3 -m venv --system-site-packages "$work/venv"
 # Build from a copy: pip builds in the source tree, which must stay clean.
 cp -r "$root/client/python" "$work/package"
+# Without what a local `pip install` left there: its build/lib copy, younger than the sources
+# once copied, would be packaged instead of them.
+rm -rf "$work/package/build" "$work/package/"*.egg-info
 TLP_PROTO_DIR="$root/proto" "$work/venv/bin/pip" install --quiet --no-build-isolation \
   --no-index "$work/package" > "$work/pip.log" 2>&1 || { cat "$work/pip.log"; exit 1; }
 
@@ -23,6 +26,8 @@ TLP_PROTO_DIR="$root/proto" "$work/venv/bin/pip" install --quiet --no-build-isol
 } > "$work/events.csv"
 "$tlpd" train --data "$work/events.csv" --epochs 1 --memory-dim 16 --embedding-dim 16 \
   --time-dim 16 --out "$work/model.pt" --no-eval --threads 1 > "$work/train.log" 2>&1
+"$tlpd" train --data "$work/events.csv" --epochs 1 --memory-dim 16 --embedding-dim 16 \
+  --time-dim 16 --seed 2 --out "$work/model-b.pt" --no-eval --threads 1 > "$work/train.log" 2>&1
 
 make_test_certificates "$work"
 printf 's3cret-token\n' > "$work/tokens"
@@ -52,6 +57,7 @@ done
 cd "$work"
 cp "$root/client/python/test_tlpd_client.py" .
 PLAIN_ADDRESS="127.0.0.1:$plain" SECURE_ADDRESS="localhost:$secure" CERT_DIR="$work" \
+  MODEL_B="$work/model-b.pt" \
   "$work/venv/bin/python" test_tlpd_client.py -v
 # The README's example, as written, against the plaintext daemon.
 sed -n '/^```python$/,/^```$/p' "$root/client/python/README.md" | sed '1d;$d' > example.py

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """tlpd_client against real daemons (tests/python_client_test.sh starts them): PLAIN_ADDRESS, a
 plaintext daemon admitting one ingest call at a time, and SECURE_ADDRESS, one with mutual TLS
-and bearer tokens (credentials in CERT_DIR)."""
+and bearer tokens (credentials in CERT_DIR) but no admin token; MODEL_B, a second checkpoint
+the plaintext daemon can load."""
 import os
 import pathlib
 import threading
@@ -15,6 +16,7 @@ from tlpd_client import Client, Event, Ranker, TlpdError
 PLAIN = os.environ["PLAIN_ADDRESS"]
 SECURE = os.environ["SECURE_ADDRESS"]
 CERTS = pathlib.Path(os.environ["CERT_DIR"])
+MODEL_B = os.environ["MODEL_B"]
 
 
 class IngestTest(unittest.TestCase):
@@ -107,6 +109,29 @@ class QueryTest(unittest.TestCase):
             self.assertIn("k", caught.exception.message)
 
 
+class ModelTest(unittest.TestCase):
+    def test_load_rollback_and_refresh(self):
+        with Client(PLAIN) as client:
+            # Enough events of its own for a refresh to train on and hold back.
+            client.ingest([(i % 20, 100 + i % 7, 10_000.0 + i, f"model-{i}") for i in range(800)])
+            before = client.model_status()
+            self.assertEqual(before.phase, "idle")
+            swapped = client.load_model(MODEL_B, wait=True)
+            self.assertNotEqual(swapped.fingerprint, before.fingerprint)
+            self.assertEqual(swapped.previous_fingerprint, before.fingerprint)
+            self.assertEqual(client.info().fingerprint, swapped.fingerprint)
+            with self.assertRaises(TlpdError) as caught:
+                client.load_model(MODEL_B)
+            self.assertEqual(caught.exception.code, grpc.StatusCode.ALREADY_EXISTS)
+            back = client.rollback(wait=True)
+            self.assertEqual(back.fingerprint, before.fingerprint)
+            refreshed = client.refresh_model(wait=True)
+            self.assertEqual(refreshed.refresh.refreshes, 1)
+            self.assertIn(refreshed.refresh.last_outcome, ("promoted", "kept"))
+            self.assertEqual(refreshed.refresh.serving_fingerprint, before.fingerprint)
+            self.assertGreater(refreshed.refresh.held_back_queries, 0)
+
+
 class SecurityTest(unittest.TestCase):
     def secure(self, token):
         return Client(SECURE, token=token, root_certificates=CERTS / "ca.pem",
@@ -123,6 +148,12 @@ class SecurityTest(unittest.TestCase):
                 with self.assertRaises(TlpdError) as caught:
                     client.score([(1, 2)])
                 self.assertEqual(caught.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+
+    def test_admin_calls_need_an_admin_token(self):
+        with self.secure("s3cret-token") as client:
+            with self.assertRaises(TlpdError) as caught:
+                client.model_status()
+            self.assertEqual(caught.exception.code, grpc.StatusCode.PERMISSION_DENIED)
 
     def test_plaintext_cannot_reach_a_tls_daemon(self):
         with Client(SECURE, timeout=2) as client:

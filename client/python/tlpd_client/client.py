@@ -102,6 +102,43 @@ class ModelInfo:
     version: str
 
 
+@dataclasses.dataclass(frozen=True)
+class RefreshStatus:
+    """The scheduled (or requested) model refresh: whether one runs, and what the last found."""
+    running: bool
+    refreshes: int
+    promotions: int
+    failures: int
+    last_outcome: str  # "promoted", "kept" or "failed" ("" before the first)
+    last_error: str
+    candidate_mrr: float  # one-vs-all MRR of the new and the serving model on the same
+    serving_mrr: float    # held-back events
+    held_back_queries: int
+    candidate_fingerprint: str
+    serving_fingerprint: str
+    last_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelStatus:
+    """The serving model, the one it replaced, and any load in progress (tlp.v1.Admin)."""
+    fingerprint: str
+    checkpoint: str
+    previous_fingerprint: str
+    previous_checkpoint: str
+    phase: str  # "idle", "replaying", "committed", "swapped"
+    loading_fingerprint: str
+    loading_checkpoint: str
+    replayed_events: int
+    target_events: int
+    last_error: str  # why the last load failed ("" when it did not)
+    swaps: int
+    rollbacks: int
+    last_swap_seconds: float
+    last_hold_seconds: float
+    refresh: RefreshStatus
+
+
 class Ranker(enum.Enum):
     """Who ranks a TopK: the model, or a built-in baseline for A/B comparisons."""
     MODEL = tlp_pb2.RANKER_MODEL
@@ -128,6 +165,17 @@ def _metrics(m: tlp_pb2.RepresentationMetrics) -> RepresentationMetrics:
 def _score(s: tlp_pb2.LinkScore) -> LinkScore:
     return LinkScore(s.src, s.dst, s.at, s.probability, s.logit, _metrics(s.src_metrics),
                      _metrics(s.dst_metrics))
+
+
+def _model_status(r: tlp_pb2.ModelStatusResponse) -> ModelStatus:
+    f = r.refresh
+    refresh = RefreshStatus(f.running, f.refreshes, f.promotions, f.failures, f.last_outcome,
+                            f.last_error, f.candidate_mrr, f.serving_mrr, f.held_back_queries,
+                            f.candidate_fingerprint, f.serving_fingerprint, f.last_seconds)
+    return ModelStatus(r.fingerprint, r.checkpoint, r.previous_fingerprint,
+                       r.previous_checkpoint, r.phase, r.loading_fingerprint,
+                       r.loading_checkpoint, r.replayed_events, r.target_events, r.last_error,
+                       r.swaps, r.rollbacks, r.last_swap_seconds, r.last_hold_seconds, refresh)
 
 
 def _to_event(event: EventLike) -> tlp_pb2.EdgeEvent:
@@ -161,14 +209,16 @@ class Client:
     call close().
 
     address: host:port. timeout: seconds per call. token: a bearer token (`--token-file` on the
-    daemon). TLS: root_certificates (the CA the daemon's certificate chains to), and for mutual
+    daemon); admin_token: the one for model changes (`--admin-token-file`; default token).
+    TLS: root_certificates (the CA the daemon's certificate chains to), and for mutual
     TLS certificate_chain and private_key; each bytes or a file path; tls=True with none of them
     uses the system's roots. server_name overrides the name checked against the certificate.
     max_attempts: tries per ingest batch when the daemon is busy (RESOURCE_EXHAUSTED).
     """
 
     def __init__(self, address: str = "127.0.0.1:50051", *, timeout: float = 10.0,
-                 token: Optional[str] = None, tls: bool = False,
+                 token: Optional[str] = None, admin_token: Optional[str] = None,
+                 tls: bool = False,
                  root_certificates: Union[None, bytes, str, pathlib.Path] = None,
                  certificate_chain: Union[None, bytes, str, pathlib.Path] = None,
                  private_key: Union[None, bytes, str, pathlib.Path] = None,
@@ -185,7 +235,11 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(address, options=options)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        admin_token = admin_token or token
+        self._admin_metadata = ((("authorization", f"Bearer {admin_token}"),)
+                                if admin_token else ())
         self._stub = tlp_pb2_grpc.TemporalLinkPredictionStub(self._channel)
+        self._admin = tlp_pb2_grpc.AdminStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
         self._timeout = timeout
         self._max_attempts = max(1, max_attempts)
@@ -200,9 +254,10 @@ class Client:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-    def _call(self, method, request):
+    def _call(self, method, request, metadata=None):
         try:
-            return method(request, timeout=self._timeout, metadata=self._metadata)
+            return method(request, timeout=self._timeout,
+                          metadata=self._metadata if metadata is None else metadata)
         except grpc.RpcError as error:
             raise TlpdError(error.code(), error.details() or "") from None
 
@@ -291,3 +346,42 @@ class Client:
         model, replays its log) or drains."""
         response = self._call(self._health.Check, health_pb2.HealthCheckRequest(service=service))
         return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+
+    # --- model changes (tlp.v1.Admin) ---------------------------------------------------------
+
+    def model_status(self) -> ModelStatus:
+        return _model_status(self._call(self._admin.GetModelStatus, tlp_pb2.ModelStatusRequest(),
+                                        self._admin_metadata))
+
+    def load_model(self, checkpoint: str, *, wait: bool = False,
+                   poll_seconds: float = 0.2) -> ModelStatus:
+        """Loads `checkpoint` (a path on the daemon's machine) and swaps it in once its memory
+        caught up with the log. wait: return once it serves, raising TlpdError (ABORTED) when
+        the load failed."""
+        status = _model_status(self._call(self._admin.LoadModel,
+                                          tlp_pb2.LoadModelRequest(checkpoint=str(checkpoint)),
+                                          self._admin_metadata))
+        return self._wait(status, poll_seconds) if wait else status
+
+    def rollback(self, *, wait: bool = False, poll_seconds: float = 0.2) -> ModelStatus:
+        """Loads the model the last swap replaced, the same way."""
+        status = _model_status(self._call(self._admin.Rollback, tlp_pb2.RollbackRequest(),
+                                          self._admin_metadata))
+        return self._wait(status, poll_seconds) if wait else status
+
+    def refresh_model(self, *, wait: bool = False, poll_seconds: float = 0.5) -> ModelStatus:
+        """Retrains the serving model's architecture on the newest stored events and swaps the
+        new model in only if it ranks the newest held-back events better (status.refresh says
+        what it found). wait: until the refresh, and the load it may start, ended."""
+        status = _model_status(self._call(self._admin.RefreshModel,
+                                          tlp_pb2.RefreshModelRequest(), self._admin_metadata))
+        return self._wait(status, poll_seconds) if wait else status
+
+    def _wait(self, status: ModelStatus, poll_seconds: float) -> ModelStatus:
+        while status.refresh.running or status.phase != "idle":
+            time.sleep(poll_seconds)
+            status = self.model_status()
+        if status.last_error or status.refresh.last_outcome == "failed":
+            raise TlpdError(grpc.StatusCode.ABORTED,
+                            status.last_error or status.refresh.last_error)
+        return status
