@@ -5,7 +5,9 @@
 # latency before the load and during its background replay.
 #
 # Usage: bash bench/model_swap.sh [OUT_DIR]   (default bench/results/<date>-model-swap-<host>)
-# Env: DATA (default data/wikipedia.csv.gz), BUILD (build), SECONDS_BEFORE (10).
+# Env: DATA (default data/wikipedia.csv.gz), BUILD (build), SECONDS_BEFORE (10); GENERATE=N
+# streams N generated events instead (tlpctl gen, GENERATE_NODES sources, default N / 10, and
+# 10,000 destinations; the models trained on its first 200,000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench/results/$(date +%F)-model-swap-$(hostname)}
@@ -19,19 +21,34 @@ daemon=""
 trap 'kill $daemon 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 source tests/script_support.sh
 address=127.0.0.1:$(free_port)
+if [[ -n ${GENERATE:-} ]]; then
+  echo "== generating $GENERATE events" >&2
+  "$tlpctl" gen --events "$GENERATE" --nodes "${GENERATE_NODES:-$((GENERATE / 10))}" \
+    --destinations 10000 --seed 7 --out "$work/stream.csv" > /dev/null
+  data=$work/stream.csv
+  head -n 200001 "$data" > "$work/train.csv"
+  { echo "src,dst,ts"; tail -n 100000 "$data"; } > "$work/pairs.csv"  # the newest: hot nodes
+fi
+train_data=${GENERATE:+$work/train.csv}
+pairs=$data
+[[ -n ${GENERATE:-} ]] && pairs=$work/pairs.csv
 for seed in 1 2; do
   echo "== training model $seed (1 epoch)" >&2
-  "$tlpd" train --data "$data" --epochs 1 --seed "$seed" --no-eval --out "$work/model-$seed.pt" \
+  "$tlpd" train --data "${train_data:-$data}" --epochs 1 --seed "$seed" --no-eval --out "$work/model-$seed.pt" \
     > "$work/train-$seed.log" 2>&1 || { tail -5 "$work/train-$seed.log"; exit 1; }
 done
 "$tlpd" serve --listen "$address" --metrics-listen "" --data-dir "$work/data" \
   --checkpoint "$work/model-1.pt" --no-sync > "$work/tlpd.log" 2>&1 &
 daemon=$!
 for _ in $(seq 600); do "$tlpctl" --address "$address" health > /dev/null 2>&1 && break; sleep 0.2; done
+echo "== ingesting $data" >&2
+ingest_start=$(date +%s.%N)
 "$tlpctl" --address "$address" ingest "$data" > /dev/null 2>&1
+"$tlpctl" --address "$address" score 1 2 > /dev/null 2>&1  # returns once memory caught up
+echo "ingest and memory: $(python3 -c "print(f'{$(date +%s.%N) - $ingest_start:.1f}')") s" > "$out/ingest.txt"
 bench() {  # SECONDS
   "$tlpctl" --address "$address" --json bench --kind score --concurrency 16 --pairs 10 \
-    --duration "$1" --pairs-from "$data"
+    --duration "$1" --pairs-from "$pairs"
 }
 echo "== ScoreLinks before the load" >&2
 bench "${SECONDS_BEFORE:-10}" > "$out/score-before.json"

@@ -63,12 +63,6 @@ Status ModelRefresher::RefreshNow() {
   return Status::Ok();
 }
 
-Status ModelRefresher::AwaitRefresh() {
-  MutexLock lock(&mutex_);
-  while (!stopping_ && (requested_ || status_.running)) wake_.Wait(&mutex_);
-  return last_;
-}
-
 RefreshStatus ModelRefresher::GetStatus() const {
   MutexLock lock(&mutex_);
   RefreshStatus status = status_;
@@ -111,8 +105,6 @@ void ModelRefresher::Loop() {
     if (outcome.last_outcome == "promoted") ++outcome.promotions;
     if (!status.ok()) ++outcome.failures;
     status_ = outcome;
-    last_ = status;
-    wake_.SignalAll();
   }
   mutex_.Unlock();
 }

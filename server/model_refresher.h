@@ -67,9 +67,6 @@ class ModelRefresher {
   void Start();
   // Starts a refresh now. FAILED_PRECONDITION while one runs (a training or a model load).
   Status RefreshNow() ABSL_LOCKS_EXCLUDED(mutex_);
-  // Waits until no refresh runs; the last one's outcome (OK when it kept or promoted; the
-  // promotion's load may still be running: Engine::AwaitModelLoad).
-  Status AwaitRefresh() ABSL_LOCKS_EXCLUDED(mutex_);
   RefreshStatus GetStatus() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
@@ -92,7 +89,6 @@ class ModelRefresher {
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   bool requested_ ABSL_GUARDED_BY(mutex_) = false;
   pid_t child_ ABSL_GUARDED_BY(mutex_) = 0;  // the training process while it runs
-  Status last_ ABSL_GUARDED_BY(mutex_);
   RefreshStatus status_ ABSL_GUARDED_BY(mutex_);
 };
 
