@@ -182,6 +182,13 @@ void TemporalLinkModelImpl::EnsureNodes(int64_t node_count) {
   pending_slot_ = GrownTable(pending_slot_, grown, -1);
 }
 
+void TemporalLinkModelImpl::ReserveNodes(int64_t rows) {
+  if (rows <= memory_.size(0)) return;
+  memory_ = GrownTable(memory_, rows, 0);
+  last_update_ = GrownTable(last_update_, rows, 0);
+  pending_slot_ = GrownTable(pending_slot_, rows, -1);
+}
+
 torch::Tensor TemporalLinkModelImpl::PendingUpdate() {
   if (pending_nodes_.size(0) == 0) return torch::Tensor();
   // Message = [s_self, s_other, e, phi(t - last_update_self)], then one GRU step.

@@ -120,6 +120,10 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   // Memory state -----------------------------------------------------------------------------
   // Grows node state to hold indices < node_count (new nodes start at zero memory).
   void EnsureNodes(int64_t node_count);
+  // Makes room for `rows` node rows up front, without changing node_count(): growth copies
+  // every row (~1 s at a million rows of width 100), which a caller that knows the final count
+  // can pay once, where no one waits for it.
+  void ReserveNodes(int64_t rows);
   int64_t node_count() const { return node_count_; }
   // Forgets all node memory and pending messages.
   void ResetMemory();

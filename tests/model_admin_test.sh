@@ -65,9 +65,7 @@ b=$(field fingerprint < "$work/status.json")
   || { cat "$work/status.json"; fail "the load did not swap"; }
 [[ $(ctl info | field fingerprint) == "$b" ]] || fail "info does not name the new model"
 [[ $(ctl info | field events_applied) == 2600 ]] || fail "events lost across the swap"
-python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics').read().decode())" \
-  > "$work/metrics"
-grep -q "tlpd_model_swaps_total 1" "$work/metrics" || fail "swaps not counted"
+await_metrics "$metrics" "$work/metrics" '^tlpd_model_swaps_total 1$' || fail "swaps not counted"
 grep -q "fingerprint=\"$b\"" "$work/metrics" && ! grep -q "fingerprint=\"$a\"" "$work/metrics" \
   || fail "build_info does not follow the swap"
 score_b=$(ctl score 3 105 | field probability)

@@ -23,3 +23,21 @@ make_test_certificates() {
       -out client.pem 2>/dev/null
   )
 }
+
+# await_metrics ADDRESS OUT PATTERN...: scrapes http://ADDRESS/metrics into OUT until it has a
+# line matching each PATTERN (grep -E), for up to 10 s: tlpd exports most series once a second,
+# so a scrape right after a change may not show it yet. Returns 1 (naming the pattern) if not.
+await_metrics() {
+  local address=$1 out=$2 pattern missing
+  shift 2
+  for _ in $(seq 50); do
+    /usr/bin/python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://$address/metrics').read().decode())" \
+      > "$out" || true
+    missing=""
+    for pattern in "$@"; do grep -qE "$pattern" "$out" || missing=$pattern; done
+    [[ -z $missing ]] && return 0
+    sleep 0.2
+  done
+  echo "/metrics at $address lacks a line matching: $missing" >&2
+  return 1
+}

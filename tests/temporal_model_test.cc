@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -121,8 +122,10 @@ TEST(ReadRows, RefusesBuffersOfAnotherSize) {
 
 // Growing the node tables (here in one step, past the size advised for huge pages) keeps every
 // row and pending message, and new rows are empty: zero memory, no pending message (a new row
-// wrongly marked pending would read another node's message).
-TEST(EnsureNodes, GrowingKeepsRowsAndPendingMessages) {
+// wrongly marked pending would read another node's message). `grow` grows a model with 4 nodes
+// to kRows.
+constexpr int64_t kRows = 200000;  // 6.4 MB of memory rows: past AdviseHugePages' 4 MiB
+void ExpectGrowthKeepsRowsAndPendingMessages(const std::function<void(TemporalLinkModel&)>& grow) {
   torch::manual_seed(3);
   TemporalLinkModel grown(SmallConfig("tgn", 1, 0));
   torch::manual_seed(3);
@@ -137,8 +140,7 @@ TEST(EnsureNodes, GrowingKeepsRowsAndPendingMessages) {
     (*model)->ApplyEvents(std::vector<int64_t>{1}, std::vector<int64_t>{2},
                           std::vector<double>{3.0}, {});
   }
-  constexpr int64_t kRows = 200000;  // 6.4 MB of memory rows: past AdviseHugePages' 4 MiB
-  grown->EnsureNodes(kRows);
+  grow(grown);
   const auto [memory, last_update] = ReadRows(grown, rows);
   const auto [kept_memory, kept_last_update] = ReadRows(kept, rows);
   EXPECT_TRUE(memory.equal(kept_memory));
@@ -154,6 +156,23 @@ TEST(EnsureNodes, GrowingKeepsRowsAndPendingMessages) {
   }
   EXPECT_TRUE(ReadRows(grown, rows).first.equal(ReadRows(kept, rows).first));
   EXPECT_TRUE(grown->MemoryOf(rows).equal(kept->MemoryOf(rows)));
+}
+
+TEST(EnsureNodes, GrowingKeepsRowsAndPendingMessages) {
+  ExpectGrowthKeepsRowsAndPendingMessages([](TemporalLinkModel& model) {
+    model->EnsureNodes(kRows);
+    EXPECT_EQ(model->node_count(), kRows);
+  });
+}
+
+// Reserving rows (a model load sizes its tables once, before the replay) is the same growth,
+// without counting the rows as nodes until they are used.
+TEST(ReserveNodes, KeepsRowsAndPendingMessagesAndTheNodeCount) {
+  ExpectGrowthKeepsRowsAndPendingMessages([](TemporalLinkModel& model) {
+    model->ReserveNodes(kRows);
+    EXPECT_EQ(model->node_count(), 4);
+    model->EnsureNodes(kRows);
+  });
 }
 
 // Each node keeps the message at its largest position in [src messages, dst messages] (TGN's
