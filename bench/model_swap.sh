@@ -54,11 +54,10 @@ echo "== ScoreLinks before the load" >&2
 bench "${SECONDS_BEFORE:-10}" > "$out/score-before.json"
 echo "== ScoreLinks during the load" >&2
 "$tlpctl" --address "$address" --json model load "$work/model-2.pt" > "$out/load-started.json"
-during=0
+rm -f "$out/score-during.jsonl"
 while [[ $("$tlpctl" --address "$address" --json model status |
            python3 -c 'import json,sys; print(json.load(sys.stdin)["phase"])') != idle ]]; do
-  bench 2 > "$out/score-during-$during.json"
-  during=$((during + 1))
+  bench 2 >> "$out/score-during.jsonl"  # one line a run
 done
 "$tlpctl" --address "$address" --json model status > "$out/status.json"
 echo "== ScoreLinks after the swap" >&2
@@ -77,6 +76,9 @@ def row(name, runs):
     p99 = max(r["p99_ms"] for r in runs)
     failures = sum(r["failures"] for r in runs)
     return f"| {name} | {requests / seconds:.0f} | {p50:.2f} | {p99:.2f} | {failures} |"
+def load_lines(name):
+    path = os.path.join(out, name)
+    return [json.loads(line) for line in open(path)] if os.path.exists(path) else []
 load = lambda pattern: [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, pattern)))]
 lines = [
     f"swap: {status['last_swap_seconds']:.2f} s from the call (replay of "
@@ -87,7 +89,7 @@ lines = [
     "| ScoreLinks, 16 callers x 10 pairs | requests/s | p50 ms (worst run) | p99 ms (worst run) | failures |",
     "|---|---|---|---|---|",
     row("before the load", load("score-before.json")),
-    row("during the replay", load("score-during-*.json")),
+    row("during the replay", load_lines("score-during.jsonl")),
     row("after the swap", load("score-after.json")),
 ]
 open(os.path.join(out, "summary.md"), "w").write("\n".join(lines) + "\n")
