@@ -82,7 +82,12 @@ void ModelRefresher::Loop() {
         options_.every_hours > 0 && events > events_at_last &&
         Clock::now() - time_at_last >= std::chrono::duration<double>(options_.every_hours * 3600);
     if (!requested_ && !due_events && !due_time) {
-      wake_.WaitFor(&mutex_, std::chrono::seconds(1));
+      // Triggers are checked once a second; without any, only RefreshNow or stopping wakes it.
+      if (options_.every_events > 0 || options_.every_hours > 0) {
+        wake_.WaitFor(&mutex_, std::chrono::seconds(1));
+      } else {
+        wake_.Wait(&mutex_);
+      }
       continue;
     }
     requested_ = false;
