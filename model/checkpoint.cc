@@ -28,13 +28,15 @@ std::string ConfigToJson(const ModelConfig& config) {
       "{\"architecture\": \"%s\", \"memory_dim\": %lld, \"time_dim\": %lld, "
       "\"embedding_dim\": %lld, \"edge_feature_dim\": %lld, \"heads\": %lld, "
       "\"layers\": %lld, \"neighbors\": %lld, \"attention_p\": %.17g, \"dropout\": %.17g, "
-      "\"pair_neighbors\": %lld, \"pair_hop_neighbors\": %lld, \"patch_size\": %lld}",
+      "\"pair_neighbors\": %lld, \"pair_hop_neighbors\": %lld, \"patch_size\": %lld, "
+      "\"attention\": \"%s\"}",
       config.architecture.c_str(), static_cast<long long>(config.memory_dim),
       static_cast<long long>(config.time_dim), static_cast<long long>(config.embedding_dim),
       static_cast<long long>(config.edge_feature_dim), static_cast<long long>(config.heads),
       static_cast<long long>(config.layers), static_cast<long long>(config.neighbors),
       config.attention_p, config.dropout, static_cast<long long>(config.pair_neighbors),
-      static_cast<long long>(config.pair_hop_neighbors), static_cast<long long>(config.patch_size));
+      static_cast<long long>(config.pair_hop_neighbors), static_cast<long long>(config.patch_size),
+      config.attention.c_str());
   return json;
 }
 
@@ -70,6 +72,7 @@ Status SaveCheckpoint(const std::string& path, TemporalLinkModel& model) {
     archive.write("pair_neighbors", c10::IValue(config.pair_neighbors));
     archive.write("pair_hop_neighbors", c10::IValue(config.pair_hop_neighbors));
     archive.write("patch_size", c10::IValue(config.patch_size));
+    archive.write("attention", c10::IValue(config.attention));
     archive.write("fingerprint", c10::IValue(ModelFingerprint(model)));
     torch::serialize::OutputArchive parameters;
     for (const auto& named : model->named_parameters()) {
@@ -121,6 +124,7 @@ Status LoadCheckpoint(const std::string& path, const torch::Device& device,
     config.pair_neighbors = archive.try_read("pair_neighbors", value) ? value.toInt() : 0;
     config.pair_hop_neighbors = archive.try_read("pair_hop_neighbors", value) ? value.toInt() : 0;
     config.patch_size = archive.try_read("patch_size", value) ? value.toInt() : 1;
+    config.attention = archive.try_read("attention", value) ? value.toStringRef() : "maa";
     archive.read("fingerprint", value);
     const std::string stored_fingerprint = value.toStringRef();
 

@@ -95,6 +95,7 @@ DyGFormerImpl::DyGFormerImpl(const DyGFormerOptions& options) : options_(options
     attention.model_dim = d;
     attention.heads = options.heads;
     attention.p = options.p;
+    attention.normaliser = options.normaliser;
     attention.dropout = options.dropout;
     attention_.push_back(register_module("attention" + suffix, MassAwareSelfAttention(attention)));
     feed_forward_norms_.push_back(register_module(

@@ -37,6 +37,7 @@ struct DyGFormerOptions {
   int64_t sequence_length = 32;  // tokens per endpoint: itself, then its most recent interactions
   int64_t patch_size = 1;        // tokens per patch; divides sequence_length
   double p = 1.1;                // MAA exponent; 1 = softmax
+  AttentionNormaliser normaliser = AttentionNormaliser::kMassAware;
   double dropout = 0.1;
 };
 

@@ -35,6 +35,7 @@ GraphMixerImpl::GraphMixerImpl(const GraphMixerOptions& options) : options_(opti
   }
   pooling_query_ = register_module("pooling_query", torch::nn::Linear(d, options.heads));
   output_ = register_module("output", torch::nn::Linear(d, d));
+  sink_logits_ = RegisterSinkLogits(*this, options.normaliser, options.heads);
 }
 
 GraphMixerOutput GraphMixerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& valid) {
@@ -51,7 +52,8 @@ GraphMixerOutput GraphMixerImpl::forward(const torch::Tensor& tokens, const torc
   const torch::Tensor scores = pooling_query_(z).transpose(1, 2);  // [n, H, K]
   const torch::Tensor values =
       z.view({n, z.size(1), heads, options_.model_dim / heads}).transpose(1, 2);  // [n, H, K, Dh]
-  MassAwareAggregateResult pooled = MassAwareAggregate(scores, values, valid, options_.p);
+  MassAwareAggregateResult pooled =
+      MassAwareAggregate(scores, values, valid, {options_.normaliser, options_.p, sink_logits_});
   GraphMixerOutput result;
   result.vectors = output_(pooled.output.reshape({n, options_.model_dim}));
   result.metrics = std::move(pooled.metrics);

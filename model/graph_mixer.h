@@ -27,6 +27,7 @@ struct GraphMixerOptions {
   int64_t layers = 2;       // mixer layers
   int64_t heads = 2;        // of the pooling attention; divides model_dim
   double p = 1.1;           // MAA exponent of the pooling; 1 = softmax
+  AttentionNormaliser normaliser = AttentionNormaliser::kMassAware;  // of the pooling
   double dropout = 0.1;
 };
 
@@ -51,6 +52,7 @@ class GraphMixerImpl : public torch::nn::Module {
   std::vector<torch::nn::Sequential> token_mixing_, channel_mixing_;
   torch::nn::Linear pooling_query_{nullptr};  // model_dim -> heads: a score per token and head
   torch::nn::Linear output_{nullptr};         // pooled -> representation
+  torch::Tensor sink_logits_;                 // [heads], kSink only
 };
 TORCH_MODULE(GraphMixer);
 

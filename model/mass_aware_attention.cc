@@ -1,7 +1,9 @@
 #include "model/mass_aware_attention.h"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "model/fused_attention.h"
 
@@ -9,10 +11,11 @@ namespace tlp::model {
 
 namespace {
 
-// MAA weights of scores [..., K] over the keys that `key_valid` (broadcastable to scores) marks,
-// and their metrics per row [...] (not yet averaged over heads).
+// The weights a of scores [..., K] over the keys that `key_valid` (broadcastable to scores)
+// marks, and their metrics per row [...] (not yet averaged over heads). Scores are [B, H, ...]:
+// a sink's logits are per head, dimension 1.
 struct NormalisedWeights {
-  torch::Tensor scaled;  // w_i / (sum_j w_j^p)^(1/p); exactly 0 on padding and in empty rows
+  torch::Tensor scaled;  // a_i; exactly 0 on padding and in empty rows
   torch::Tensor effective_neighbors, attention_mass, attention_entropy;
 
   // The metrics averaged over the heads (dimension 1), with the valid keys per row.
@@ -22,36 +25,67 @@ struct NormalisedWeights {
   }
 };
 
-NormalisedWeights NormaliseMassAware(const torch::Tensor& scores, const torch::Tensor& key_valid,
-                                     double p) {
-  if (p < 1.0 || !std::isfinite(p)) throw std::invalid_argument("attention p must be >= 1");
-  const torch::Tensor masked =
-      scores.masked_fill(key_valid.logical_not(), -std::numeric_limits<float>::infinity());
-  // The shift cancels between numerator and denominator, so it carries no gradient: detaching
-  // it gives the exact gradient and saves the amax backward.
-  torch::Tensor shift = std::get<0>(masked.max(-1, /*keepdim=*/true)).detach();
-  shift = torch::where(torch::isfinite(shift), shift, torch::zeros_like(shift));
-  const torch::Tensor weights = torch::exp(masked - shift);  // exactly 0 on padding
-
-  const torch::Tensor weight_sum = weights.sum(-1);
-  torch::Tensor norm_p = p == 1.0 ? weight_sum : weights.pow(p).sum(-1).pow(1.0 / p);
-  // Empty rows: every weight is 0; dividing by 1 keeps their aggregate exactly 0.
-  const torch::Tensor has_neighbors = weight_sum > 0;
-  norm_p = torch::where(has_neighbors, norm_p, torch::ones_like(norm_p));
-
+NormalisedWeights Normalise(const torch::Tensor& scores, const torch::Tensor& key_valid,
+                            const Normalisation& normalisation) {
+  const double p = normalisation.p;
+  const torch::Tensor invalid = key_valid.logical_not();
+  constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
+  // a_i = weights_i / denominator, weights exactly 0 on padding.
+  torch::Tensor weights, denominator;
+  switch (normalisation.normaliser) {
+    case AttentionNormaliser::kMassAware: {
+      if (p < 1.0 || !std::isfinite(p)) throw std::invalid_argument("attention p must be >= 1");
+      const torch::Tensor masked = scores.masked_fill(invalid, kMinusInfinity);
+      // The shift cancels between numerator and denominator, so it carries no gradient:
+      // detaching it gives the exact gradient and saves the amax backward.
+      torch::Tensor shift = std::get<0>(masked.max(-1, /*keepdim=*/true)).detach();
+      shift = torch::where(torch::isfinite(shift), shift, torch::zeros_like(shift));
+      weights = torch::exp(masked - shift);
+      const torch::Tensor weight_sum = weights.sum(-1);
+      const torch::Tensor norm_p = p == 1.0 ? weight_sum : weights.pow(p).sum(-1).pow(1.0 / p);
+      // Empty rows: every weight is 0; dividing by 1 keeps their aggregate exactly 0.
+      denominator = torch::where(weight_sum > 0, norm_p, torch::ones_like(norm_p));
+      break;
+    }
+    case AttentionNormaliser::kSigmoid: {
+      // The -log n bias keeps a row's total weight near what softmax gives at initialisation.
+      const torch::Tensor count = key_valid.sum(-1, /*keepdim=*/true).clamp_min(1);
+      weights = torch::sigmoid(scores - torch::log(count.to(scores.scalar_type())))
+                    .masked_fill(invalid, 0.0);
+      denominator = torch::ones(weights.sizes().slice(0, weights.dim() - 1), weights.options());
+      break;
+    }
+    case AttentionNormaliser::kSink: {
+      const torch::Tensor& logits = normalisation.sink_logits;
+      if (!logits.defined() || logits.dim() != 1 || logits.size(0) != scores.size(1)) {
+        throw std::invalid_argument("a sink needs one logit per head");
+      }
+      std::vector<int64_t> shape(static_cast<size_t>(scores.dim()), 1);
+      shape[1] = scores.size(1);
+      const torch::Tensor sink = logits.to(scores.scalar_type()).view(shape);  // [1, H, 1...]
+      const torch::Tensor masked = scores.masked_fill(invalid, kMinusInfinity);
+      // Shift by the larger of the row's maximum and the sink: always finite, and it cancels.
+      const torch::Tensor shift =
+          torch::maximum(std::get<0>(masked.max(-1, /*keepdim=*/true)), sink).detach();
+      weights = torch::exp(masked - shift);
+      denominator = weights.sum(-1) + torch::exp(sink - shift).squeeze(-1);
+      break;
+    }
+  }
   NormalisedWeights result;
-  result.scaled = weights / norm_p.unsqueeze(-1);
+  result.scaled = weights / denominator.unsqueeze(-1);
 
   torch::NoGradGuard no_grad;  // metrics are reported, never trained on
-  const torch::Tensor safe_sum =
-      torch::where(has_neighbors, weight_sum, torch::ones_like(weight_sum));
+  const torch::Tensor weight_sum = weights.sum(-1);
+  const torch::Tensor has_weight = weight_sum > 0;
+  const torch::Tensor safe_sum = torch::where(has_weight, weight_sum, torch::ones_like(weight_sum));
   const torch::Tensor square_sum = weights.square().sum(-1);
   result.effective_neighbors = torch::where(
-      has_neighbors,
-      weight_sum.square() / torch::where(has_neighbors, square_sum, torch::ones_like(square_sum)),
+      has_weight,
+      weight_sum.square() / torch::where(has_weight, square_sum, torch::ones_like(square_sum)),
       torch::zeros_like(weight_sum));
   result.attention_mass =
-      torch::where(has_neighbors, weight_sum / norm_p, torch::zeros_like(weight_sum));
+      torch::where(has_weight, weight_sum / denominator, torch::zeros_like(weight_sum));
   const torch::Tensor normalized = weights / safe_sum.unsqueeze(-1);
   result.attention_entropy =
       -(normalized * torch::log(normalized.clamp_min(1e-30))).sum(-1);  // 0 log 0 = 0
@@ -60,10 +94,23 @@ NormalisedWeights NormaliseMassAware(const torch::Tensor& scores, const torch::T
 
 }  // namespace
 
+AttentionNormaliser AttentionNormaliserFromName(const std::string& name) {
+  if (name == "maa") return AttentionNormaliser::kMassAware;
+  if (name == "sigmoid") return AttentionNormaliser::kSigmoid;
+  if (name == "sink") return AttentionNormaliser::kSink;
+  throw std::invalid_argument("attention must be 'maa', 'sigmoid' or 'sink', got '" + name + "'");
+}
+
+torch::Tensor RegisterSinkLogits(torch::nn::Module& module, AttentionNormaliser normaliser,
+                                 int64_t heads) {
+  if (normaliser != AttentionNormaliser::kSink) return {};
+  return module.register_parameter("sink_logits", torch::zeros({heads}));
+}
+
 MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
                                             const torch::Tensor& values, const torch::Tensor& valid,
-                                            double p) {
-  const NormalisedWeights weights = NormaliseMassAware(scores, valid.unsqueeze(1), p);
+                                            const Normalisation& normalisation) {
+  const NormalisedWeights weights = Normalise(scores, valid.unsqueeze(1), normalisation);
   MassAwareAggregateResult result;
   // [B, H, K] x [B, K, D] (values shared by the heads) or per head -> [B, H, D]
   result.output = (weights.scaled.unsqueeze(-1) * values).sum(2);
@@ -81,6 +128,7 @@ MassAwareSelfAttentionImpl::MassAwareSelfAttentionImpl(const MassAwareSelfAttent
   output_projection_ =
       register_module("output_projection", torch::nn::Linear(options.model_dim, options.model_dim));
   dropout_ = register_module("dropout", torch::nn::Dropout(options.dropout));
+  sink_logits_ = RegisterSinkLogits(*this, options.normaliser, options.heads);
 }
 
 SelfAttentionOutput MassAwareSelfAttentionImpl::forward(const torch::Tensor& tokens,
@@ -96,8 +144,8 @@ SelfAttentionOutput MassAwareSelfAttentionImpl::forward(const torch::Tensor& tok
                                              .unbind(0);
   const torch::Tensor scores =
       torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
-  const NormalisedWeights weights =
-      NormaliseMassAware(scores, valid.view({batch, 1, 1, count}), options_.p);
+  const NormalisedWeights weights = Normalise(scores, valid.view({batch, 1, 1, count}),
+                                              {options_.normaliser, options_.p, sink_logits_});
   // [B, H, N, N] x [B, H, N, Dh] -> [B, N, D]
   const torch::Tensor mixed = torch::matmul(weights.scaled, qkv[2])
                                   .transpose(1, 2)
@@ -122,14 +170,15 @@ MassAwareAttentionImpl::MassAwareAttentionImpl(const MassAwareAttentionOptions& 
   output_projection_ =
       register_module("output_projection", torch::nn::Linear(options.model_dim, options.model_dim));
   dropout_ = register_module("dropout", torch::nn::Dropout(options.dropout));
+  sink_logits_ = RegisterSinkLogits(*this, options.normaliser, options.heads);
 }
 
 AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
                                                 torch::TensorList neighbor_parts,
                                                 const torch::Tensor& valid) {
   // Factorised so that no key or value is ever projected (see the header): per head h,
-  //   score_j = q_h . (W_k,h x_j + b_k,h) = (W_k,h^T q_h) . x_j + const   (the constant cancels:
-  //   MAA is shift invariant per row), and
+  //   score_j = q_h . (W_k,h x_j + b_k,h) = (W_k,h^T q_h) . x_j + q_h . b_k,h   (the last term
+  //   is the same for every j: MAA ignores it, sigmoid and sink attention get it added), and
   //   out_h = sum_j a_j (W_v,h x_j + b_v,h) = W_v,h (sum_j a_j x_j) + (sum_j a_j) b_v,h.
   // So each query projects itself into the neighbour input space once, and its weighted sum of
   // raw inputs is projected once, instead of projecting all `slots` keys and values: about 8x
@@ -143,23 +192,31 @@ AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
   const torch::Tensor key_weight = key_projection_->weight.view({heads, head_dim, input_dim});
   const torch::Tensor query_in_input_space = torch::bmm(q, key_weight).transpose(0, 1);
   const double score_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  const Normalisation normalisation{options_.normaliser, options_.p, sink_logits_};
+  // [H, B, Dh] . [H, 1, Dh] -> [B, H]: the key bias's share of each row's scores.
+  torch::Tensor score_offsets;
+  if (options_.normaliser != AttentionNormaliser::kMassAware) {
+    score_offsets = (q * key_projection_->bias.view({heads, 1, head_dim})).sum(-1).transpose(0, 1) *
+                    score_scale;
+  }
   MassAwareAggregateResult aggregate;
   const torch::Tensor& first_part = neighbor_parts.at(0);
   if (!torch::GradMode::is_enabled() && first_part.is_cpu() &&
       first_part.scalar_type() == torch::kFloat32) {
-    aggregate =
-        FusedMassAwareAttend(query_in_input_space, neighbor_parts, valid, score_scale, options_.p);
+    aggregate = FusedMassAwareAttend(query_in_input_space, neighbor_parts, valid, score_scale,
+                                     normalisation, score_offsets);
   } else {
     const torch::Tensor neighbors =
         neighbor_parts.size() == 1 ? neighbor_parts[0] : torch::cat(neighbor_parts, -1);
     // [B, H, Din] x [B, Din, K] -> scores [B, H, K]
-    const torch::Tensor scores =
+    torch::Tensor scores =
         (query_in_input_space.unsqueeze(2) * neighbors.unsqueeze(1)).sum(-1) * score_scale;
+    if (score_offsets.defined()) scores = scores + score_offsets.unsqueeze(-1);
     // Values shared by every head: [B, 1, K, Din + 1]; the ones column sums the weights a_j.
     const torch::Tensor values =
         torch::cat({neighbors, torch::ones({batch, neighbors.size(1), 1}, neighbors.options())}, -1)
             .unsqueeze(1);
-    aggregate = MassAwareAggregate(scores, values, valid, options_.p);
+    aggregate = MassAwareAggregate(scores, values, valid, normalisation);
   }
   // [H, B, Din] x [H, Din, Dh] -> [H, B, Dh], plus (sum a) b_v -> [B, H, Dh]
   const torch::Tensor mixed = aggregate.output.narrow(-1, 0, input_dim).transpose(0, 1);

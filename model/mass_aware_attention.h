@@ -7,18 +7,39 @@
 // numerical stability: numerator and denominator both scale by exp(-max), so the result is
 // shift invariant for every p. Padding slots get w = 0; a row without valid slots aggregates to
 // exactly zero (a -inf mask alone would give uniform weights and a spurious magnitude).
+//
+// The other ways out of softmax's sum-to-one, as rows beside MAA (AttentionNormaliser): sigmoid
+// attention, a_i = sigmoid(s_i - log n) over a row's n valid keys, each weight on its own
+// (Ramapuram et al. 2024), and softmax with an attention sink, a_i = e^{s_i} / (e^{c_h} +
+// sum_j e^{s_j}): one more key per head with a learnable logit c_h and a zero value, which can
+// take the weight no real key deserves. Neither is shift invariant.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <string>
+
 namespace tlp::model {
 
-// Per-query statistics of the attention weights w (all shaped [batch]; averaged over heads).
+enum class AttentionNormaliser { kMassAware, kSigmoid, kSink };
+
+// "maa" (softmax is MAA at p = 1), "sigmoid" or "sink"; throws std::invalid_argument otherwise.
+AttentionNormaliser AttentionNormaliserFromName(const std::string& name);
+
+// How a row of scores becomes the weights a_i the values are summed with.
+struct Normalisation {
+  AttentionNormaliser normaliser = AttentionNormaliser::kMassAware;
+  double p = 1.1;             // kMassAware: the exponent (>= 1; 1 = softmax)
+  torch::Tensor sink_logits;  // kSink: [heads], the sink key's logit c_h per head
+};
+
+// Per-query statistics of the attention weights a (all shaped [batch]; averaged over heads).
 struct AttentionMetrics {
-  torch::Tensor effective_neighbors;  // Kish ESS (sum w)^2 / sum w^2; 0 for empty rows
-  torch::Tensor attention_mass;       // sum w / (sum w^p)^(1/p); 1 at p = 1, 0 for empty rows
-  torch::Tensor attention_entropy;    // entropy (nats) of w / sum w; 0 for empty rows
-  torch::Tensor neighbors_used;       // number of valid slots (int64)
+  torch::Tensor effective_neighbors;  // Kish ESS (sum a)^2 / sum a^2; 0 for empty rows
+  // sum a: MAA sum w / (sum w^p)^(1/p) (1 at p = 1), sink 1 - the sink's share; 0 for empty rows
+  torch::Tensor attention_mass;
+  torch::Tensor attention_entropy;  // entropy (nats) of a / sum a; 0 for empty rows
+  torch::Tensor neighbors_used;     // number of valid slots (int64)
 };
 
 struct MassAwareAggregateResult {
@@ -30,9 +51,10 @@ struct MassAwareAggregateResult {
 //   scores: [batch, heads, slots]; values: [batch, heads, slots, dim], or [batch, 1, slots, dim]
 //   for values shared by every head;
 //   valid:  [batch, slots] bool (true = a real neighbour).
+// Throws std::invalid_argument for p < 1 or a sink without [heads] logits.
 MassAwareAggregateResult MassAwareAggregate(const torch::Tensor& scores,
                                             const torch::Tensor& values, const torch::Tensor& valid,
-                                            double p);
+                                            const Normalisation& normalisation);
 
 struct MassAwareAttentionOptions {
   int64_t query_dim = 0;     // width of the query input
@@ -40,7 +62,8 @@ struct MassAwareAttentionOptions {
   int64_t model_dim = 100;   // width of the projected queries/keys/values and of the output
   int64_t heads = 2;         // model_dim must be divisible by heads
   double p = 1.1;            // MAA exponent; 1 = softmax
-  double dropout = 0.1;      // on the aggregate, never on the weights (that would change mass)
+  AttentionNormaliser normaliser = AttentionNormaliser::kMassAware;
+  double dropout = 0.1;  // on the aggregate, never on the weights (that would change mass)
 };
 
 struct AttentionOutput {
@@ -54,8 +77,9 @@ struct AttentionOutput {
 // Computed in factorised form: the query is mapped into the neighbours' input space
 // (W_k^T q) and the weighted sum of raw neighbour inputs is projected once (W_v sum a_j x_j),
 // so keys and values are never materialised. Mathematically identical to projecting every
-// neighbour (the key bias only shifts all scores of a row, which MAA ignores, so it gets no
-// gradient); k times cheaper in the projections, which dominated scoring.
+// neighbour: the key bias adds q . b_k to every score of a row, which MAA ignores (it gets no
+// gradient) and the sigmoid and sink normalisers get added back; k times cheaper in the
+// projections, which dominated scoring.
 class MassAwareAttentionImpl : public torch::nn::Module {
  public:
   explicit MassAwareAttentionImpl(const MassAwareAttentionOptions& options);
@@ -76,13 +100,15 @@ class MassAwareAttentionImpl : public torch::nn::Module {
   torch::nn::Linear value_projection_{nullptr};
   torch::nn::Linear output_projection_{nullptr};
   torch::nn::Dropout dropout_{nullptr};
+  torch::Tensor sink_logits_;  // [heads], kSink only
 };
 TORCH_MODULE(MassAwareAttention);
 
 struct MassAwareSelfAttentionOptions {
   int64_t model_dim = 100;  // width of the tokens and of the output; divisible by heads
   int64_t heads = 2;
-  double p = 1.1;        // MAA exponent; 1 = softmax
+  double p = 1.1;  // MAA exponent; 1 = softmax
+  AttentionNormaliser normaliser = AttentionNormaliser::kMassAware;
   double dropout = 0.1;  // on the output, never on the weights (that would change mass)
 };
 
@@ -108,7 +134,13 @@ class MassAwareSelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear input_projection_{nullptr};  // model_dim -> 3 model_dim: [q; k; v]
   torch::nn::Linear output_projection_{nullptr};
   torch::nn::Dropout dropout_{nullptr};
+  torch::Tensor sink_logits_;  // [heads], kSink only
 };
 TORCH_MODULE(MassAwareSelfAttention);
+
+// The sink logits of a module whose attention normalises with `normaliser`: registered on
+// `module` (zero, i.e. the sink starts as one more key scoring 0) when kSink, else undefined.
+torch::Tensor RegisterSinkLogits(torch::nn::Module& module, AttentionNormaliser normaliser,
+                                 int64_t heads);
 
 }  // namespace tlp::model

@@ -39,6 +39,7 @@ std::string ModelConfig::ToString() const {
     out << " pair_hop_neighbors=" << pair_hop_neighbors;
   }
   if (pair_wise()) out << " patch_size=" << patch_size;
+  if (attention != "maa") out << " attention=" << attention;
   return out.str();
 }
 
@@ -82,6 +83,7 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
         config.architecture + "'");
   }
   if (config.layers < 1 || config.layers > 2) throw std::invalid_argument("layers must be 1 or 2");
+  const AttentionNormaliser normaliser = AttentionNormaliserFromName(config.attention);
   if (config.neighbors < 1) throw std::invalid_argument("neighbors must be >= 1");
   time_encoding_ = register_module("time_encoding", TimeEncoding(config.time_dim));
   if (config.has_memory()) {
@@ -99,6 +101,7 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
     options.sequence_length = config.neighbors + 1;
     options.patch_size = config.patch_size;
     options.p = config.attention_p;
+    options.normaliser = normaliser;
     options.dropout = config.dropout;
     dygformer_ = register_module("dygformer", DyGFormer(options));
   } else if (config.architecture == "graphmixer") {
@@ -109,6 +112,7 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
     options.layers = config.layers;
     options.heads = config.heads;
     options.p = config.attention_p;
+    options.normaliser = normaliser;
     options.dropout = config.dropout;
     graph_mixer_ = register_module("graph_mixer", GraphMixer(options));
   }
@@ -121,6 +125,7 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
     options.model_dim = config.embedding_dim;
     options.heads = config.heads;
     options.p = config.attention_p;
+    options.normaliser = normaliser;
     options.dropout = config.dropout;
     attention_.push_back(
         register_module("attention" + std::to_string(layer), MassAwareAttention(options)));

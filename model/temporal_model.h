@@ -36,6 +36,9 @@ struct ModelConfig {
   int64_t layers = 1;        // 1 or 2 attention layers
   int64_t neighbors = 10;    // k most recent neighbours per node (DyGFormer: its sequence)
   double attention_p = 1.1;  // MAA exponent; 1 = softmax
+  // How attention scores become weights: "maa" (with attention_p), "sigmoid" or "sink"
+  // (model/mass_aware_attention.h).
+  std::string attention = "maa";
   double dropout = 0.1;
   // > 0: the predictor also sees pair evidence (model/pair_evidence.h) from each endpoint's
   // this many most recent interactions; 0 = embeddings alone (a plain TGN / TGAT).

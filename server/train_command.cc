@@ -449,6 +449,12 @@ void AddTrainCommands(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   train->add_option("--p", t.config.attention_p, "Mass-Aware Attention exponent (1 = softmax)")
       ->check(CLI::Range(1.0, 16.0));
+  train
+      ->add_option("--attention", t.config.attention,
+                   "How attention scores become weights: maa (Mass-Aware, exponent --p), "
+                   "softmax (maa at p = 1), sigmoid (sigmoid(s - log n) per key) or sink (softmax "
+                   "with a learnable sink key per head)")
+      ->check(CLI::IsMember({"maa", "softmax", "sigmoid", "sink"}));
   train->add_option("--epochs", t.options.epochs, "Maximum epochs")->check(CLI::PositiveNumber);
   train->add_option("--patience", t.options.patience, "Early-stopping patience (epochs)");
   train
@@ -491,9 +497,10 @@ void AddTrainCommands(CLI::App& app) {
                        "Train this checkpoint's architecture and settings (attention p, widths, "
                        "neighbours) afresh, instead of the model flags")
           ->check(CLI::ExistingFile);
-  for (const char* model_flag : {"--architecture", "--patch-size", "--p", "--layers", "--neighbors",
-                                 "--pair-neighbors", "--pair-hop-neighbors", "--heads",
-                                 "--memory-dim", "--embedding-dim", "--time-dim", "--dropout"}) {
+  for (const char* model_flag :
+       {"--architecture", "--patch-size", "--p", "--attention", "--layers", "--neighbors",
+        "--pair-neighbors", "--pair-hop-neighbors", "--heads", "--memory-dim", "--embedding-dim",
+        "--time-dim", "--dropout"}) {
     config_from->excludes(train->get_option(model_flag));
   }
   train
@@ -501,7 +508,21 @@ void AddTrainCommands(CLI::App& app) {
                    "Also evaluate this checkpoint on the same test period and queries (its "
                    "figures go under \"compared\" in --json-out)")
       ->check(CLI::ExistingFile);
-  train->callback([] { std::exit(RunTrain(train_settings)); });
+  train->callback([train] {
+    model::ModelConfig& config = train_settings.config;
+    // --p belongs to MAA alone; softmax is MAA at p = 1 (the same model and fingerprint).
+    if (config.attention != "maa" && train->count("--p") > 0) {
+      spdlog::error("--p is the exponent of --attention maa, not of {}", config.attention);
+      std::exit(2);
+    }
+    if (config.attention == "softmax") {
+      config.attention = "maa";
+      config.attention_p = 1.0;
+    } else if (config.attention != "maa") {
+      config.attention_p = 1.0;  // unused by sigmoid and sink; recorded as 1
+    }
+    std::exit(RunTrain(train_settings));
+  });
 
   CLI::App* eval = app.add_subcommand(
       "eval",
