@@ -1,11 +1,14 @@
-# tlpd image: build stage runs the project's own set-up and build scripts (the same ones CI
-# runs), the final stage holds the binaries, the bundled data and runtime libraries only.
+# tlpd image: the build stage runs the project's own set-up and build scripts (the same ones CI
+# runs; set-up without the test and fuzzing toolchains, only tlpd and tlpctl built), the final
+# stage holds the binaries, the bundled data and runtime libraries only.
+# `bash scripts/docker_check.sh` builds it, runs it and checks it end to end.
 FROM debian:12 AS build
 WORKDIR /src
 COPY scripts/setup.sh scripts/setup.sh
-RUN bash scripts/setup.sh && rm -rf /var/lib/apt/lists/*
+RUN bash scripts/setup.sh --build-only && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN rm -rf build && bash scripts/build.sh -DTLP_BUILD_TESTS=OFF -DTLP_BUILD_BENCH=OFF
+RUN rm -rf build \
+ && TLP_TARGETS="tlpd tlpctl" bash scripts/build.sh -DTLP_BUILD_TESTS=OFF -DTLP_BUILD_BENCH=OFF
 
 FROM debian:12-slim
 # Runtime libraries of tlpd and tlpctl (OpenBLAS on OpenMP, pinned as scripts/setup.sh does).

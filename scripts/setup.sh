@@ -2,17 +2,28 @@
 # Installs every Debian 12 package that tlpd's build, tests and demo need.
 # Idempotent and non-interactive; run as root (or with sudo) on a fresh machine.
 # Nothing is downloaded from anywhere but Debian's own archive.
+#
+# `setup.sh --build-only` installs only what building tlpd and tlpctl needs (configure with
+# -DTLP_BUILD_TESTS=OFF -DTLP_BUILD_BENCH=OFF): the Docker image's build stage, which has no use
+# for the test, fuzzing and Python toolchains.
 set -euo pipefail
+
+build_only=false
+case "${1:-}" in
+  "") ;;
+  --build-only) build_only=true ;;
+  *) echo "usage: setup.sh [--build-only]" >&2; exit 2 ;;
+esac
 
 PACKAGES=(
   # toolchain
-  build-essential cmake ninja-build ccache pkg-config clang-format git curl
+  build-essential cmake ninja-build pkg-config
   # the gRPC API
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # storage, model, metrics
   librocksdb-dev libtorch-dev prometheus-cpp-dev
-  # the Kafka source (#10) and kcat, an independent producer in its test
-  librdkafka-dev kcat
+  # the Kafka source
+  librdkafka-dev
   # OpenBLAS on OpenMP, the threading runtime LibTorch already uses (one pool of threads, not
   # two competing ones); its static TLS is what server/thread_stack.cc makes room for
   libopenblas0-openmp
@@ -20,6 +31,12 @@ PACKAGES=(
   libjemalloc-dev
   # utility libraries
   zlib1g-dev libabsl-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+)
+DEVELOPMENT_PACKAGES=(
+  # compiler cache, formatting, the scripts' tools
+  ccache clang-format git curl
+  # kcat, an independent Kafka producer in the Kafka test
+  kcat
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # Python client and its test
@@ -36,6 +53,8 @@ PACKAGES=(
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+if ! $build_only; then PACKAGES+=("${DEVELOPMENT_PACKAGES[@]}"); fi
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -110,6 +110,24 @@ for service in compose.get("services", {}).values():
         source = volume.split(":")[0]
         if source.startswith("."):
             check((root / "deploy" / source).exists(), f"docker-compose.yml: {source} does not exist")
+# Prometheus is built from Debian's package: no registry needs to be reachable to run compose's
+# tlpd and prometheus services (scripts/docker_check.sh runs them).
+prometheus_service = compose.get("services", {}).get("prometheus", {})
+prometheus_build = prometheus_service.get("build")
+check(isinstance(prometheus_build, str) and (root / "deploy" / prometheus_build / "Dockerfile").exists(),
+      "docker-compose.yml: the prometheus service must build deploy/prometheus/Dockerfile")
+if isinstance(prometheus_build, str) and (root / "deploy" / prometheus_build / "Dockerfile").exists():
+    steps = parse_dockerfile(root / "deploy" / prometheus_build / "Dockerfile")
+    check(any(word == "RUN" and "apt-get install" in arguments and " prometheus" in arguments
+              for word, arguments in steps),
+          "deploy/prometheus/Dockerfile: must install Debian's prometheus package")
+    check(any(word == "USER" and arguments not in ("root", "0") for word, arguments in steps),
+          "deploy/prometheus/Dockerfile: must not run as root")
+storage = [v for v in prometheus_service.get("volumes", []) if not v.startswith(".")]
+check(any(v.split(":")[1] == "/var/lib/prometheus" for v in storage),
+      "docker-compose.yml: prometheus needs a volume at /var/lib/prometheus (its storage path)")
+check(any("--storage.tsdb.path=/var/lib/prometheus/" in c for c in prometheus_service.get("command", [])),
+      "docker-compose.yml: prometheus must keep its TSDB in the /var/lib/prometheus volume")
 prometheus = yaml.safe_load((root / "deploy" / "prometheus.yml").read_text())
 targets = [t for job in prometheus["scrape_configs"] for c in job["static_configs"] for t in c["targets"]]
 check("tlpd:9464" in targets, "prometheus.yml: must scrape the compose service tlpd:9464")
