@@ -6,10 +6,12 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -483,12 +485,31 @@ void AddServeCommand(CLI::App& app) {
                     "Most Kafka events per durable append");
   BindEnvironment(serve);
   serve->callback([] {
-    // Block the stop signals in every thread; the main thread waits for them below.
+    // Block the stop signals in every thread; one thread waits for them from the start.
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    // Start-up (training a first model, replaying the log) can take minutes: a stop signal then
+    // exits at once instead of after it, as a SIGKILL would but sooner. Nothing is lost: ingest
+    // is refused until the daemon serves, every acknowledged event is in the WAL, and a model
+    // being trained is only moved into place once complete.
+    std::atomic<bool> serving{false};
+    std::promise<int> stop;
+    std::thread([&signals, &serving, &stop] {
+      int received = 0;
+      sigwait(&signals, &received);
+      if (!serving.load()) {
+        spdlog::warn("signal {} during start-up: exiting before serving", received);
+        std::_Exit(0);
+      }
+      stop.set_value(received);
+      // A second signal during the drain exits at once; the WAL keeps every acknowledged event.
+      sigwait(&signals, &received);
+      spdlog::warn("second signal: exiting now");
+      std::_Exit(1);
+    }).detach();
     std::unique_ptr<Daemon> daemon;
     const Status status = Daemon::Start(options, &daemon);
     if (!status.ok()) {
@@ -497,16 +518,9 @@ void AddServeCommand(CLI::App& app) {
     }
     spdlog::info("serving tlp.v1 on {} (port {}), metrics on {}", options.listen, daemon->port(),
                  options.metrics_listen.empty() ? "off" : options.metrics_listen);
-    int received = 0;
-    sigwait(&signals, &received);
+    serving.store(true);
+    const int received = stop.get_future().get();
     spdlog::info("signal {}: draining", received);
-    // A second signal during the drain exits at once; the WAL keeps every acknowledged event.
-    std::thread([signals]() mutable {
-      int again = 0;
-      sigwait(&signals, &again);
-      spdlog::warn("second signal: exiting now");
-      std::_Exit(1);
-    }).detach();
     daemon->Shutdown();
     daemon.reset();
     spdlog::info("stopped cleanly");

@@ -210,6 +210,20 @@ TEST_F(DaemonProcessTest, FirstStartTrainsAModelWhenThereIsNone) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << status;
     EXPECT_NE(Log().find((dir_ / "data" / "model.pt").string()), std::string::npos) << Log();
   }
+  {
+    // A stop signal while it trains exits then, not once the training is done, and leaves no
+    // model behind (the next start trains again).
+    DaemonProcess daemon(dir_, port_, metrics_port_, {"--bootstrap-data", data.string()});
+    for (int i = 0; i < 600 && Log().find("training the bundled model") == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_NE(Log().find("training the bundled model"), std::string::npos) << Log();
+    const int status = daemon.Kill(SIGTERM);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    EXPECT_NE(Log().find("during start-up: exiting before serving"), std::string::npos) << Log();
+    EXPECT_EQ(Log().find("model.pt.training (fingerprint"), std::string::npos) << Log();
+    EXPECT_FALSE(std::filesystem::exists(dir_ / "data" / "model.pt"));
+  }
   DaemonProcess daemon(dir_, port_, metrics_port_, {"--bootstrap-data", data.string()});
   // While it trains, the gRPC server is up: not ready (NOT_SERVING), but alive, so that an
   // orchestrator's liveness probe does not restart it in a loop.
