@@ -68,6 +68,8 @@ __attribute__((always_inline)) inline void AttendRowsBody(const AttendProblem& p
                                                           double* log_weights, double* weights) {
   const int64_t heads = problem.heads, dim = problem.dim, slots = problem.slots;
   const double p = problem.p;
+  // sum w^p is MAA's alone; the other normalisers ignore p.
+  const bool power = problem.normaliser == AttentionNormaliser::kMassAware && p != 1.0;
   for (int64_t b = begin; b < end; ++b) {
     const bool* is_valid = problem.valid + b * slots;
     int64_t used = 0;
@@ -115,13 +117,13 @@ __attribute__((always_inline)) inline void AttendRowsBody(const AttendProblem& p
         sum += weights[k];
         square_sum += weights[k] * weights[k];
         log_weight_mass += weights[k] * log_weights[k];
-        if (p != 1.0) power_sum += std::exp(p * log_weights[k]);
+        if (power) power_sum += std::exp(p * log_weights[k]);
       }
       if (sum == 0) continue;  // every weight underflowed: a zero aggregate, zero metrics
       double norm = 1.0;
       switch (problem.normaliser) {
         case AttentionNormaliser::kMassAware:
-          norm = p == 1.0 ? sum : std::pow(power_sum, 1.0 / p);
+          norm = power ? std::pow(power_sum, 1.0 / p) : sum;
           break;
         case AttentionNormaliser::kSink:
           norm = sum + sink_weight;
