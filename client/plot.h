@@ -1,6 +1,4 @@
-// Evaluation plots as SVG, drawn by gnuplot (Debian's gnuplot-nox): a maintained plotting
-// program lays out axes, bins and legends better than anything we would draw by hand. The data
-// and the script go to a temporary directory, gnuplot renders, the directory is removed.
+// tlpctl eval's plot as SVG, drawn by gnuplot (common/gnuplot.h).
 #pragma once
 
 #include <string>

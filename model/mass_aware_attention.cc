@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "model/attention_monitor.h"
 #include "model/fused_attention.h"
 
 namespace tlp::model {
@@ -144,6 +145,11 @@ SelfAttentionOutput MassAwareSelfAttentionImpl::forward(const torch::Tensor& tok
                                              .unbind(0);
   const torch::Tensor scores =
       torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
+  if (capture_ != nullptr) {
+    capture_->pooled = false;
+    capture_->scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    capture_->Append(qkv[0], qkv[1], valid, valid);
+  }
   const NormalisedWeights weights = Normalise(scores, valid.view({batch, 1, 1, count}),
                                               {options_.normaliser, options_.p, sink_logits_});
   // [B, H, N, N] x [B, H, N, Dh] -> [B, N, D]
@@ -173,6 +179,21 @@ MassAwareAttentionImpl::MassAwareAttentionImpl(const MassAwareAttentionOptions& 
   sink_logits_ = RegisterSinkLogits(*this, options.normaliser, options.heads);
 }
 
+void MassAwareAttentionImpl::Capture(const torch::Tensor& queries, torch::TensorList neighbor_parts,
+                                     const torch::Tensor& valid, double score_scale) {
+  // The keys forward never materialises, projected here for the monitor only.
+  torch::NoGradGuard no_grad;
+  const torch::Tensor neighbors =
+      neighbor_parts.size() == 1 ? neighbor_parts[0] : torch::cat(neighbor_parts, -1);
+  const int64_t batch = neighbors.size(0), slots = neighbors.size(1);
+  const int64_t heads = options_.heads, head_dim = options_.model_dim / heads;
+  capture_->pooled = true;
+  capture_->scale = score_scale;
+  capture_->Append(queries.transpose(0, 1).unsqueeze(2),  // [H, B, Dh] -> [B, H, 1, Dh]
+                   key_projection_(neighbors).view({batch, slots, heads, head_dim}).transpose(1, 2),
+                   torch::ones({batch, 1}, torch::kBool), valid);
+}
+
 AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
                                                 torch::TensorList neighbor_parts,
                                                 const torch::Tensor& valid) {
@@ -199,6 +220,7 @@ AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
     score_offsets = (q * key_projection_->bias.view({heads, 1, head_dim})).sum(-1).transpose(0, 1) *
                     score_scale;
   }
+  if (capture_ != nullptr) Capture(q, neighbor_parts, valid, score_scale);
   MassAwareAggregateResult aggregate;
   const torch::Tensor& first_part = neighbor_parts.at(0);
   if (!torch::GradMode::is_enabled() && first_part.is_cpu() &&

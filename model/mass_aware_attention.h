@@ -21,6 +21,20 @@
 
 namespace tlp::model {
 
+struct AttentionCapture;  // model/attention_monitor.h
+
+// An attention module that can record what it sees for the attention monitor.
+class CapturingAttention {
+ public:
+  virtual ~CapturingAttention() = default;
+  // While `capture` is not null, forward also appends its projected queries and keys there
+  // (detached copies); its outputs are unchanged. The caller keeps `capture` alive.
+  void set_capture(AttentionCapture* capture) { capture_ = capture; }
+
+ protected:
+  AttentionCapture* capture_ = nullptr;
+};
+
 enum class AttentionNormaliser { kMassAware, kSigmoid, kSink };
 
 // "maa" (softmax is MAA at p = 1), "sigmoid" or "sink"; throws std::invalid_argument otherwise.
@@ -80,7 +94,7 @@ struct AttentionOutput {
 // neighbour: the key bias adds q . b_k to every score of a row, which MAA ignores (it gets no
 // gradient) and the sigmoid and sink normalisers get added back; k times cheaper in the
 // projections, which dominated scoring.
-class MassAwareAttentionImpl : public torch::nn::Module {
+class MassAwareAttentionImpl : public torch::nn::Module, public CapturingAttention {
  public:
   explicit MassAwareAttentionImpl(const MassAwareAttentionOptions& options);
 
@@ -94,6 +108,10 @@ class MassAwareAttentionImpl : public torch::nn::Module {
   const MassAwareAttentionOptions& options() const { return options_; }
 
  private:
+  // Appends queries [H, B, Dh] and the keys of neighbor_parts to capture_.
+  void Capture(const torch::Tensor& queries, torch::TensorList neighbor_parts,
+               const torch::Tensor& valid, double score_scale);
+
   MassAwareAttentionOptions options_;
   torch::nn::Linear query_projection_{nullptr};
   torch::nn::Linear key_projection_{nullptr};
@@ -122,7 +140,7 @@ struct SelfAttentionOutput {
 // over the valid keys; packed query/key/value projections as in torch::nn::MultiheadAttention,
 // whose softmax cannot be replaced from outside. Padded tokens still get an output (they
 // attend), but nothing attends to them.
-class MassAwareSelfAttentionImpl : public torch::nn::Module {
+class MassAwareSelfAttentionImpl : public torch::nn::Module, public CapturingAttention {
  public:
   explicit MassAwareSelfAttentionImpl(const MassAwareSelfAttentionOptions& options);
 

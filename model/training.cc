@@ -314,6 +314,28 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
   return record;
 }
 
+std::vector<HeadMonitor> Trainer::MonitorAttention() {
+  // Scores the first validation batch as ScorePeriod would, without applying it: memory, the
+  // random stream and the parameters stay as the epoch left them.
+  model_->eval();
+  torch::NoGradGuard no_grad;
+  const std::vector<int64_t>& events = split_.validation;
+  const int64_t count = std::min<int64_t>(options_.batch_size, static_cast<int64_t>(events.size()));
+  if (count == 0) return {};
+  BatchEvents batch;
+  batch.Gather(dataset_, std::span(events).subspan(0, count));
+  std::vector<int64_t> nodes(batch.src.begin(), batch.src.end());
+  nodes.insert(nodes.end(), batch.dst.begin(), batch.dst.end());
+  std::vector<double> times(batch.ts.begin(), batch.ts.end());
+  times.insert(times.end(), batch.ts.begin(), batch.ts.end());
+  const ScopedAttentionCapture capture(*model_);
+  const Embeddings embedded = model_->Embed(nodes, times, full_adjacency_);
+  // A pair-wise architecture attends in PredictLinks.
+  model_->PredictLinks(embedded, nodes, times, Positions(0, count), Positions(count, count),
+                       full_adjacency_);
+  return capture.Summarise();
+}
+
 void Trainer::ReplayIntoMemory(const std::vector<int64_t>& events) {
   torch::NoGradGuard no_grad;
   BatchEvents batch;
@@ -515,6 +537,7 @@ std::vector<EpochRecord> Trainer::Train() {
   std::vector<torch::Tensor> best_parameters;
   for (int64_t epoch = 1; epoch <= options_.epochs; ++epoch) {
     EpochRecord record = TrainEpoch(epoch);
+    if (options_.monitor_attention) record.attention = MonitorAttention();
     PeriodResult validation;
     ScorePeriod(split_.validation, /*full_evaluation=*/false, &validation,
                 options_.selection_queries);
@@ -529,6 +552,14 @@ std::vector<EpochRecord> Trainer::Train() {
                   record.validation_mrr, record.seconds, record.events_per_second);
     Progress(line);
     if (options_.progress) std::fputc('\n', stderr);
+    for (const HeadMonitor& head : record.attention) {
+      std::snprintf(line, sizeof(line),
+                    "  %s head %lld: energy field rank %.1f of at most %.1f, effective rank %.2f, "
+                    "key coherence %.2f",
+                    head.module.c_str(), static_cast<long long>(head.head), head.field.rank,
+                    head.field.rank_bound, head.field.effective_rank, head.field.key_coherence);
+      if (options_.progress) std::fprintf(stderr, "%s\n", line);
+    }
     const double score =
         options_.selection_queries > 0 ? record.validation_mrr : record.validation_ap;
     if (score > best_score) {

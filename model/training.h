@@ -17,6 +17,7 @@
 #include "common/link_baselines.h"
 #include "common/link_metrics.h"
 #include "common/status.h"
+#include "model/attention_monitor.h"
 #include "model/neighbor_sampler.h"
 #include "model/temporal_model.h"
 
@@ -94,6 +95,10 @@ struct TrainOptions {
   // Share of training negatives drawn from the source's own earlier partners (the rest are
   // random destinations).
   double historical_negatives = 0;
+  // After each epoch, the energy field and key coherence of every attention head
+  // (model/attention_monitor.h) on the first batch_size validation events, scored from the
+  // memory the epoch left. Changes nothing the model learns.
+  bool monitor_attention = false;
 };
 
 struct EpochRecord {
@@ -104,6 +109,7 @@ struct EpochRecord {
   double validation_mrr = 0;  // one-vs-all, over selection_queries validation events
   double seconds = 0;
   double events_per_second = 0;
+  std::vector<HeadMonitor> attention;  // with TrainOptions::monitor_attention
 };
 
 class Trainer {
@@ -121,6 +127,7 @@ class Trainer {
  private:
   struct PeriodResult;
   EpochRecord TrainEpoch(int64_t epoch);
+  std::vector<HeadMonitor> MonitorAttention();
   // The destinations a one-vs-all query ranks, and each node's position among them (-1).
   struct RankingCandidates {
     std::vector<int64_t> nodes;

@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/event_reader.h"
 #include "common/replay_evaluation.h"
 #include "model/checkpoint.h"
 #include "model/training.h"
+#include "server/attention_monitor_plot.h"
 #include "server/engine.h"
 #include "server/link_ranker.h"
 #include "server/service.h"
@@ -29,6 +31,7 @@ struct TrainSettings {
   std::string config_from;         // train: the architecture and widths of this checkpoint
   std::string compare_checkpoint;  // train: also evaluate this model on the same test period
   std::string json_out;
+  std::string monitor_plot;  // train: the attention monitor as SVG (implies --monitor)
   std::string device = "cpu";
   model::ModelConfig config;
   model::TrainOptions options;
@@ -80,6 +83,26 @@ void PrintReport(const model::EvaluationReport& report) {
       "mean representation norm %.3f, mean effective neighbours %.3f, %.0f scored pairs/s\n",
       report.mean_representation_norm, report.mean_effective_neighbors,
       report.scored_pairs_per_second);
+}
+
+// Each head's energy field and key figures of one epoch (model/attention_monitor.h).
+nlohmann::json MonitorJson(const model::EpochRecord& epoch) {
+  nlohmann::json heads = nlohmann::json::array();
+  for (const model::HeadMonitor& head : epoch.attention) {
+    const model::EnergyFieldSummary& field = head.field;
+    heads.push_back({{"module", head.module},
+                     {"head", head.head},
+                     {"queries", field.queries},
+                     {"keys", field.keys},
+                     {"rank", field.rank},
+                     {"rank_bound", field.rank_bound},
+                     {"effective_rank", field.effective_rank},
+                     {"top_share", field.top_share},
+                     {"spectrum", field.spectrum},
+                     {"row_sum_residual", field.row_sum_residual},
+                     {"key_coherence", field.key_coherence}});
+  }
+  return heads;
 }
 
 nlohmann::json ReportJson(const model::EvaluationReport& report) {
@@ -228,7 +251,9 @@ int RunTrain(const TrainSettings& s) {
   model->to(device);
   model->ResetMemory();
   spdlog::info("training {} on {}", config.ToString(), device.str());
-  model::Trainer trainer(model, dataset, split, s.options);
+  model::TrainOptions options = s.options;
+  options.monitor_attention = options.monitor_attention || !s.monitor_plot.empty();
+  model::Trainer trainer(model, dataset, split, options);
   const auto history = trainer.Train();
   Status status = model::SaveCheckpoint(s.checkpoint, model);
   if (!status.ok()) {
@@ -247,6 +272,18 @@ int RunTrain(const TrainSettings& s) {
                               {"validation_mrr", epoch.validation_mrr},
                               {"seconds", epoch.seconds},
                               {"events_per_second", epoch.events_per_second}});
+    if (options.monitor_attention) json["epochs"].back()["attention"] = MonitorJson(epoch);
+  }
+  if (!s.monitor_plot.empty()) {
+    std::ostringstream title;
+    title << "attention monitor: " << config.architecture << ", " << config.layers
+          << " layer(s) of " << config.heads << " heads, attention " << config.attention;
+    if (config.attention == "maa") title << " p = " << config.attention_p;
+    if (Status plotted = WriteAttentionMonitorPlot(history, title.str(), s.monitor_plot);
+        !plotted.ok()) {
+      spdlog::error("--monitor-plot: {}", plotted.ToString());
+      return 1;
+    }
   }
   if (s.evaluate) {
     const model::EvaluationReport report = trainer.Evaluate();
@@ -256,9 +293,9 @@ int RunTrain(const TrainSettings& s) {
   if (!s.compare_checkpoint.empty()) {
     // The other model on the same test period, queries and candidates: what a scheduled
     // refresh compares before it promotes the one it trained.
-    model::TrainOptions options = s.options;
-    options.epochs = 0;
-    model::Trainer other_trainer(other, dataset, split, options);
+    model::TrainOptions evaluation_options = s.options;
+    evaluation_options.epochs = 0;
+    model::Trainer other_trainer(other, dataset, split, evaluation_options);
     const model::EvaluationReport report = other_trainer.Evaluate();
     std::printf("\ncompared with %s (fingerprint %s) on the same test period:\n",
                 s.compare_checkpoint.c_str(), model::ModelFingerprint(other).c_str());
@@ -456,6 +493,11 @@ void AddTrainCommands(CLI::App& app) {
                    "with a learnable sink key per head)")
       ->check(CLI::IsMember({"maa", "softmax", "sigmoid", "sink"}));
   train->add_option("--epochs", t.options.epochs, "Maximum epochs")->check(CLI::PositiveNumber);
+  train->add_flag("--monitor", t.options.monitor_attention,
+                  "After each epoch, record every attention head's energy field (numerical and "
+                  "effective rank, spectrum) and key coherence, printed and in --json-out");
+  train->add_option("--monitor-plot", t.monitor_plot,
+                    "Also draw the attention monitor as SVG to this file (implies --monitor)");
   train->add_option("--patience", t.options.patience, "Early-stopping patience (epochs)");
   train
       ->add_option("--historical-negatives", t.options.historical_negatives,

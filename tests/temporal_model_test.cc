@@ -530,6 +530,47 @@ TEST(Trainer, SameSeedSameResult) {
   EXPECT_EQ(run(), run());
 }
 
+// The attention monitor reports every head after every epoch and changes nothing the model
+// learns: the same losses, validation figures and test figures as without it.
+TEST(Trainer, AttentionMonitorRecordsEveryHeadAndChangesNothingLearned) {
+  EventBatch events;
+  std::mt19937_64 random(6);
+  for (int i = 0; i < 1500; ++i) events.Add(random() % 50, 100 + random() % 20, i * 1.0);
+  TemporalDataset dataset;
+  ASSERT_TRUE(TemporalDataset::FromEvents(events, &dataset).ok());
+  const DataSplit split = SplitChronologically(dataset, 3);
+  TrainOptions options;
+  options.epochs = 2;
+  options.progress = false;
+  options.mrr_queries = 50;
+  options.mrr_negatives = 10;
+  options.probe = false;
+  options.selection_queries = 50;
+  auto run = [&](bool monitor) {
+    options.monitor_attention = monitor;
+    torch::manual_seed(4);
+    Trainer trainer(TemporalLinkModel(SmallConfig("tgn", 2, 0)), dataset, split, options);
+    const std::vector<EpochRecord> history = trainer.Train();
+    const EvaluationReport report = trainer.Evaluate();
+    return std::make_pair(history, report);
+  };
+  const auto [plain, plain_report] = run(false);
+  const auto [monitored, monitored_report] = run(true);
+  ASSERT_EQ(plain.size(), monitored.size());
+  for (size_t e = 0; e < plain.size(); ++e) {
+    EXPECT_EQ(plain[e].loss, monitored[e].loss);
+    EXPECT_EQ(plain[e].validation_mrr, monitored[e].validation_mrr);
+    EXPECT_TRUE(plain[e].attention.empty());
+    ASSERT_EQ(monitored[e].attention.size(), 4u);  // 2 layers x 2 heads
+    for (const HeadMonitor& head : monitored[e].attention) {
+      EXPECT_LE(head.field.rank, head.field.rank_bound);
+      EXPECT_LT(head.field.row_sum_residual, 1e-9);
+    }
+  }
+  EXPECT_EQ(plain_report.transductive[0].ap, monitored_report.transductive[0].ap);
+  EXPECT_EQ(plain_report.mrr, monitored_report.mrr);
+}
+
 // The offline one-vs-all report ranks the same test queries with the built-in baselines: on a
 // stream where each source only ever returns to its one destination, "seen before" and "recent
 // destinations first" rank every answer first, popularity (20 equally busy pages) does not.
