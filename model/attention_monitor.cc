@@ -27,6 +27,7 @@ void Accumulate(const EnergyFieldSummary& field, EnergyFieldSummary* total) {
   total->rank_bound += field.rank_bound;
   total->effective_rank += field.effective_rank;
   total->top_share += field.top_share;
+  total->query_share += field.query_share;
   total->row_sum_residual = std::max(total->row_sum_residual, field.row_sum_residual);
   total->key_coherence += field.key_coherence;
   if (total->spectrum.size() < field.spectrum.size()) total->spectrum.resize(field.spectrum.size());
@@ -35,8 +36,9 @@ void Accumulate(const EnergyFieldSummary& field, EnergyFieldSummary* total) {
 
 EnergyFieldSummary Mean(EnergyFieldSummary total, int64_t count) {
   const double n = static_cast<double>(count);
-  for (double* value : {&total.queries, &total.keys, &total.rank, &total.rank_bound,
-                        &total.effective_rank, &total.top_share, &total.key_coherence}) {
+  for (double* value :
+       {&total.queries, &total.keys, &total.rank, &total.rank_bound, &total.effective_rank,
+        &total.top_share, &total.query_share, &total.key_coherence}) {
     *value /= n;
   }
   for (double& value : total.spectrum) value /= n;  // a missing sigma_i counts as 0
@@ -84,6 +86,8 @@ EnergyFieldSummary SummariseEnergyField(const torch::Tensor& queries, const torc
     for (int64_t i = 0; i < length; ++i) {
       summary.spectrum.push_back(singular_values[i].item<double>() / largest);
     }
+    summary.query_share = (field - field.mean(0, /*keepdim=*/true)).square().sum().item<double>() /
+                          field.square().sum().item<double>();
     summary.row_sum_residual =
         field.sum(1).abs().max().item<double>() / field.abs().max().item<double>();
   }

@@ -38,6 +38,9 @@ struct EnergyFieldSummary {
   // directions the field really uses.
   double effective_rank = 0;
   double top_share = 0;  // sigma_1^2 / sum sigma^2
+  // The share of the field's energy (squared Frobenius norm) that varies with the query: what is
+  // left after subtracting the mean row. Near 0: every query ranks the keys alike.
+  double query_share = 0;
   // sigma_i / sigma_1 for the first kSpectrumLength singular values (shorter if fewer).
   std::vector<double> spectrum;
   double row_sum_residual = 0;  // max |row sum| / max |entry|: 0 up to rounding

@@ -555,9 +555,10 @@ std::vector<EpochRecord> Trainer::Train() {
     for (const HeadMonitor& head : record.attention) {
       std::snprintf(line, sizeof(line),
                     "  %s head %lld: energy field rank %.1f of at most %.1f, effective rank %.2f, "
-                    "key coherence %.2f",
+                    "query share %.4f, key coherence %.2f",
                     head.module.c_str(), static_cast<long long>(head.head), head.field.rank,
-                    head.field.rank_bound, head.field.effective_rank, head.field.key_coherence);
+                    head.field.rank_bound, head.field.effective_rank, head.field.query_share,
+                    head.field.key_coherence);
       if (options_.progress) std::fprintf(stderr, "%s\n", line);
     }
     const double score =

@@ -98,6 +98,7 @@ nlohmann::json MonitorJson(const model::EpochRecord& epoch) {
                      {"rank_bound", field.rank_bound},
                      {"effective_rank", field.effective_rank},
                      {"top_share", field.top_share},
+                     {"query_share", field.query_share},
                      {"spectrum", field.spectrum},
                      {"row_sum_residual", field.row_sum_residual},
                      {"key_coherence", field.key_coherence}});

@@ -29,6 +29,11 @@ TEST(EnergyField, RowsSumToZeroAndTheRankIsBoundedByTheHeadDimension) {
   ASSERT_EQ(summary.spectrum.size(), 8u);
   EXPECT_DOUBLE_EQ(summary.spectrum[0], 1.0);
   EXPECT_LT(summary.spectrum[4], 1e-12);  // beyond the head dimension: rounding only
+  EXPECT_GT(summary.query_share, 0.5);    // independent random queries rank keys differently
+
+  // Queries that share one large component rank the keys almost alike.
+  const torch::Tensor alike = queries * 0.01 + torch::randn({1, 4}) * 10;
+  EXPECT_LT(SummariseEnergyField(alike, keys, 0.5).query_share, 1e-3);
 
   // Three keys: centring leaves two directions, whatever the head dimension.
   const EnergyFieldSummary few = SummariseEnergyField(queries, keys.narrow(0, 0, 3), 0.5);
