@@ -10,48 +10,55 @@ namespace tlp::server {
 
 Status WriteAttentionMonitorPlot(const std::vector<model::EpochRecord>& history,
                                  const std::string& title, const std::string& svg_path) {
-  // One data file per head: epoch, rank, bound, effective rank, key coherence.
+  // One data file per head, a row per epoch.
   std::map<std::pair<std::string, int64_t>, std::ostringstream> rows;
   for (const model::EpochRecord& epoch : history) {
     for (const model::HeadMonitor& head : epoch.attention) {
-      rows[{head.module, head.head}] << epoch.epoch << " " << head.field.rank << " "
-                                     << head.field.rank_bound << " " << head.field.effective_rank
-                                     << " " << head.field.key_coherence << "\n";
+      const model::EnergyFieldSummary& field = head.field;
+      rows[{head.module, head.head}] << epoch.epoch << " " << field.rank << " " << field.rank_bound
+                                     << " " << field.effective_rank << " " << field.query_share
+                                     << " " << field.key_coherence << "\n";
     }
   }
   if (rows.empty()) return Status::FailedPrecondition("no attention monitor figures to plot");
+  struct Panel {
+    const char* title;
+    const char* ylabel;
+    const char* yrange;
+    int column;  // of the data files
+    std::string lines;
+  };
+  Panel panels[] = {
+      {"energy field rank (dashed: bound)", "numerical rank", "[0:*]", 2, ""},
+      {"energy field effective rank", "exp(entropy of spectrum)", "[1:*]", 4, ""},
+      {"query share of the field", "varies with the query / all", "[0:*]", 5, ""},
+      {"key coherence (1 = incoherent)", "(n/r) max leverage", "[1:*]", 6, ""},
+  };
   GnuplotJob job;
-  std::string rank_lines, effective_lines, coherence_lines;
   int index = 0;
   for (auto& [key, data] : rows) {
     const std::string file = "head" + std::to_string(index) + ".dat";
-    const std::string label = key.first + " head " + std::to_string(key.second);
     job.data_files.emplace_back(file, data.str());
+    const std::string label = key.first + " head " + std::to_string(key.second);
     const std::string colour = " lc " + std::to_string(index + 1);
-    const std::string separator = index == 0 ? "plot " : ", \\\n     ";
-    rank_lines += separator + "'" + file + "' using 1:2 with linespoints pt 7" + colour +
-                  " title '" + label + "', '" + file + "' using 1:3 with lines dt 2" + colour +
-                  " notitle";
-    effective_lines += separator + "'" + file + "' using 1:4 with linespoints pt 7" + colour +
-                       " title '" + label + "'";
-    coherence_lines += separator + "'" + file + "' using 1:5 with linespoints pt 7" + colour +
-                       " title '" + label + "'";
+    for (Panel& panel : panels) {
+      panel.lines += (index == 0 ? "plot " : ", \\\n     ") + ("'" + file + "' using 1:") +
+                     std::to_string(panel.column) + " with linespoints pt 7" + colour + " title '" +
+                     label + "'";
+      if (panel.column == 2) {  // the bound beside the rank
+        panel.lines += ", '" + file + "' using 1:3 with lines dt 2" + colour + " notitle";
+      }
+    }
     ++index;
   }
-  job.script = "set multiplot layout 1,3 title '" + title +
-               "'\n"
-               "set xlabel 'epoch'\nset xtics 1\nset key bottom right font ',9'\nset grid\n"
-               "set title 'energy field rank (dashed: bound)'\nset ylabel 'numerical rank'\n"
-               "set yrange [0:*]\n" +
-               rank_lines +
-               "\n"
-               "set title 'energy field effective rank'\nset ylabel 'exp(entropy of spectrum)'\n"
-               "set yrange [1:*]\n" +
-               effective_lines +
-               "\n"
-               "set title 'key coherence (1 = incoherent)'\nset ylabel '(n/r) max leverage'\n" +
-               coherence_lines + "\nunset multiplot\n";
-  return RenderSvg(job, svg_path, 1500, 450);
+  job.script = "set multiplot layout 2,2 title '" + title +
+               "'\nset xlabel 'epoch'\nset xtics 1\nset key bottom right font ',9'\nset grid\n";
+  for (const Panel& panel : panels) {
+    job.script += std::string("set title '") + panel.title + "'\nset ylabel '" + panel.ylabel +
+                  "'\nset yrange " + panel.yrange + "\n" + panel.lines + "\n";
+  }
+  job.script += "unset multiplot\n";
+  return RenderSvg(job, svg_path, 1200, 800);
 }
 
 }  // namespace tlp::server

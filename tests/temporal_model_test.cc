@@ -506,19 +506,31 @@ TEST(Device, CudaTrainingLearnsActivity) {
   ExpectActivityLearned(TrainOnSkewedActivity(torch::Device("cuda:0")).report);
 }
 
-TEST(Trainer, SameSeedSameResult) {
+// 1,500 random events between 50 sources and 20 destinations, drawn with `seed`.
+TemporalDataset RandomStream(uint64_t seed) {
   EventBatch events;
-  std::mt19937_64 random(5);
+  std::mt19937_64 random(seed);
   for (int i = 0; i < 1500; ++i) events.Add(random() % 50, 100 + random() % 20, i * 1.0);
   TemporalDataset dataset;
-  ASSERT_TRUE(TemporalDataset::FromEvents(events, &dataset).ok());
-  const DataSplit split = SplitChronologically(dataset, 3);
+  EXPECT_TRUE(TemporalDataset::FromEvents(events, &dataset).ok());
+  return dataset;
+}
+
+// Two quiet epochs, small test figures, no probe.
+TrainOptions QuickTrainOptions() {
   TrainOptions options;
   options.epochs = 2;
   options.progress = false;
   options.mrr_queries = 50;
   options.mrr_negatives = 10;
   options.probe = false;
+  return options;
+}
+
+TEST(Trainer, SameSeedSameResult) {
+  const TemporalDataset dataset = RandomStream(5);
+  const DataSplit split = SplitChronologically(dataset, 3);
+  TrainOptions options = QuickTrainOptions();
   options.seed = 3;
   auto run = [&] {
     torch::manual_seed(options.seed);
@@ -533,18 +545,9 @@ TEST(Trainer, SameSeedSameResult) {
 // The attention monitor reports every head after every epoch and changes nothing the model
 // learns: the same losses, validation figures and test figures as without it.
 TEST(Trainer, AttentionMonitorRecordsEveryHeadAndChangesNothingLearned) {
-  EventBatch events;
-  std::mt19937_64 random(6);
-  for (int i = 0; i < 1500; ++i) events.Add(random() % 50, 100 + random() % 20, i * 1.0);
-  TemporalDataset dataset;
-  ASSERT_TRUE(TemporalDataset::FromEvents(events, &dataset).ok());
+  const TemporalDataset dataset = RandomStream(6);
   const DataSplit split = SplitChronologically(dataset, 3);
-  TrainOptions options;
-  options.epochs = 2;
-  options.progress = false;
-  options.mrr_queries = 50;
-  options.mrr_negatives = 10;
-  options.probe = false;
+  TrainOptions options = QuickTrainOptions();
   options.selection_queries = 50;
   auto run = [&](bool monitor) {
     options.monitor_attention = monitor;
