@@ -4,7 +4,8 @@
 # unit, syntax only, with the build's own flags from BUILD_DIR/compile_commands.json (GCC's
 # precompiled header dropped).
 #
-# Not checked: units that include torch's headers themselves (engine.cc, the commands):
+# Not checked: units that include torch's headers, themselves or through model/ (engine.cc, the
+# commands, the attention monitor's plot):
 # clang 14 cannot compile LibTorch 1.13's headers against GCC 12's C++20 library (incomplete
 # c10::IValue in std::vector). That is why the memory pipeline reaches the model through a
 # callback (MemoryModel) instead of including it.
@@ -14,8 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 command -v clang++ > /dev/null || { echo "thread_safety_check: clang++ not found" >&2; exit 1; }
-mapfile -t units < <(grep -L '#include <torch/\|#include <ATen/' server/*.cc | sort)
-echo "not checked (include torch): $(grep -l '#include <torch/\|#include <ATen/' server/*.cc | tr '\n' ' ')"
+torch_includes='#include <torch/\|#include <ATen/\|#include "model/'
+mapfile -t units < <(grep -L "$torch_includes" server/*.cc | sort)
+echo "not checked (include torch): $(grep -l "$torch_includes" server/*.cc | tr '\n' ' ')"
 python3 - "$build/compile_commands.json" "${units[@]}" <<'PY'
 import json, os, shlex, subprocess, sys
 database, units = sys.argv[1], sys.argv[2:]

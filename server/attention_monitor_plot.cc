@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/gnuplot.h"
+#include "model/training.h"
 
 namespace tlp::server {
 
