@@ -10,7 +10,8 @@
 // the left singular vectors of the centred keys (n x r, r their numerical rank), each key's
 // leverage is ||U_j||^2 and the coherence is (n / r) max_j ||U_j||^2, from 1 (every key
 // carries an equal share of the key space: incoherent) to n / r (one key spans a direction
-// alone). A head whose field rank or key coherence collapses attends along few directions.
+// alone); with n <= head_dim + 1 keys in general position it is 1 by construction. A head whose
+// field rank or key coherence collapses attends along few directions.
 //
 // Where fields come from: a query-over-neighbours attention (TGN, TGAT) gives each query its own
 // neighbours, so its field is pooled: every query of a probe batch against every valid key of

@@ -65,6 +65,8 @@ TEST(KeyCoherence, IsLowForSpreadKeysAndHighWhenOneKeySpansADirection) {
   EXPECT_GT(KeyCoherence(spiked), 45.0);
   EXPECT_LE(KeyCoherence(spiked), 50.0 + 1e-9);
   EXPECT_EQ(KeyCoherence(spread.narrow(0, 0, 1)), 1.0);
+  // No more keys than dimensions + 1: every key has the same leverage, whatever the keys.
+  EXPECT_NEAR(KeyCoherence(torch::randn({5, 8}) * torch::rand({5, 1}) * 100), 1.0, 1e-9);
 }
 
 ModelConfig MonitoredConfig(const std::string& architecture) {
