@@ -80,14 +80,16 @@ EnergyFieldSummary SummariseEnergyField(const torch::Tensor& queries, const torc
     const torch::Tensor shares = singular_values / singular_values.sum();
     summary.effective_rank =
         std::exp(-(shares * torch::log(shares.clamp_min(1e-300))).sum().item<double>());
-    summary.top_share = largest * largest / singular_values.square().sum().item<double>();
+    // The field's energy, sum sigma^2 = its squared Frobenius norm: both shares divide by it.
+    const double energy = singular_values.square().sum().item<double>();
+    summary.top_share = largest * largest / energy;
     const int64_t length =
         std::min<int64_t>(EnergyFieldSummary::kSpectrumLength, singular_values.numel());
     for (int64_t i = 0; i < length; ++i) {
       summary.spectrum.push_back(singular_values[i].item<double>() / largest);
     }
-    summary.query_share = (field - field.mean(0, /*keepdim=*/true)).square().sum().item<double>() /
-                          field.square().sum().item<double>();
+    summary.query_share =
+        (field - field.mean(0, /*keepdim=*/true)).square().sum().item<double>() / energy;
     summary.row_sum_residual =
         field.sum(1).abs().max().item<double>() / field.abs().max().item<double>();
   }
