@@ -5,7 +5,11 @@ Per data set and configuration: mean +- sample std over seeds of the one-vs-all 
 Hits@10 (TopK over every destination seen so far), AP with random and historical negatives (the
 replay), AP with inductive negatives, new-node AP and the degree probe's R^2 (the offline test
 report of `tlpd train`, where the run has one), and the validation MRR of the epoch kept; then
-the built-in baselines on the same queries (one row set per query count).
+the built-in baselines on the same queries (one row set per query count). Runs of models with a
+node-state head (`tlpd train --node-state`) also get a second table: the node-state outcome's
+AUC and AP on the test period, its validation AUC at the epoch kept and at its best epoch, and
+each outcome's attention at the first and the kept epoch (normalised entropy: 0 = all weight on
+one neighbour, 1 = uniform; the first layer's query-projection norm).
 Writes OUT_DIR/table.md and OUT_DIR/results.json and prints the table; runs of further
 directories join the table (one run per data set, configuration and seed: the first found).
 Usage: python3 bench/ranking_table.py OUT_DIR [MORE_DIRS ...]
@@ -30,6 +34,7 @@ def main():
     directory = pathlib.Path(sys.argv[1])
     runs = collections.defaultdict(lambda: collections.defaultdict(list))
     baselines = {}
+    states = collections.defaultdict(lambda: collections.defaultdict(list))
     queries = {}  # (dataset, config) -> ranked queries
     seen = set()
     paths = [path for other in sys.argv[1:]
@@ -57,6 +62,22 @@ def main():
             figures["ap_inductive"].append(test["transductive"]["inductive"]["ap"])
             figures["new_node_ap"].append(test["inductive"]["random"]["ap"])
             figures["probe_r2"].append(test["probe_r2"])
+        if test and "node_state" in test:
+            kept = train["epochs"].index(best)
+            state = states[(dataset, config)]
+            state["mrr"].append(evaluation["ranking"]["mrr"])
+            state["auc"].append(test["node_state"]["auc"])
+            state["ap"].append(test["node_state"]["ap"])
+            state["positives"].append(test["node_state"]["positives"])
+            state["validation_auc"].append(best["validation_node_state_auc"])
+            state["best_validation_auc"].append(
+                max(e["validation_node_state_auc"] for e in train["epochs"]))
+            for outcome in ("link", "node_state"):
+                for when, epoch in (("first", train["epochs"][0]), ("kept", best)):
+                    monitor = next(o for o in epoch["outcomes"] if o["outcome"] == outcome)
+                    state[f"{outcome}_entropy_{when}"].append(monitor["normalised_entropy"])
+                    state[f"{outcome}_norm_{when}"].append(monitor["query_norms"][0])
+            state["kept_epoch"].append(kept + 1)
         baselines[(dataset, evaluation["ranking"]["queries"])] = evaluation["baselines"]
         queries[(dataset, config)] = evaluation["ranking"]["queries"]
 
@@ -92,6 +113,22 @@ def main():
         cells.append(f"{dataset} {config} {delta:+.3f}")
     lines += ["", f"MAA above softmax in {wins} of {len(cells)} cells (test MRR, mean over "
               f"seeds): " + "; ".join(cells) + "."]
+    if states:
+        lines += ["", "| data set | model | seeds | link MRR | node-state AUC | node-state AP "
+                  "| validation AUC (kept / best epoch) | normalised entropy link (first → kept) "
+                  "| node state (first → kept) | query norm link (first → kept) "
+                  "| node state (first → kept) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for (dataset, config), state in sorted(states.items()):
+            def trend(key):
+                return f"{cell(state[key + '_first'], 2)} → {cell(state[key + '_kept'], 2)}"
+            lines.append(
+                f"| {dataset} | {config} | {len(state['auc'])} | {cell(state['mrr'])} | "
+                f"**{cell(state['auc'])}** | {cell(state['ap'])} | "
+                f"{cell(state['validation_auc'])} / {cell(state['best_validation_auc'])} | "
+                f"{trend('link_entropy')} | {trend('node_state_entropy')} | "
+                f"{trend('link_norm')} | {trend('node_state_norm')} |")
+            results.append({"dataset": dataset, "config": config, "node_state": state})
     table = "\n".join(lines) + "\n"
     (directory / "table.md").write_text(table)
     (directory / "results.json").write_text(json.dumps(results, indent=1) + "\n")

@@ -128,7 +128,7 @@ void BM_RawWriteBatch(benchmark::State& state) {
     for (size_t i = 0; i < kBatch; ++i) {
       values[i].clear();
       tlp::storage::EncodeEvent(events.src[i], events.dst[i], events.ts[i], {}, events.event_ids[i],
-                                &values[i]);
+                                tlp::EventBatch::kNoStateLabel, &values[i]);
     }
     rocksdb::WriteBatch batch;
     state.ResumeTiming();

@@ -156,9 +156,13 @@ Status EventReader::ParseLine(const char* raw_line, EventBatch* batch) {
   if (!ParseNumber(fields[1], &dst)) return error("field 'dst' is not an unsigned integer");
   if (!ParseNumber(fields[2], &ts) || !std::isfinite(ts))
     return error("field 'ts' is not a number");
+  int8_t state_label = EventBatch::kNoStateLabel;
   if (format_ == EventFormat::kJodie) {
     double label = 0;
-    if (!ParseNumber(fields[3], &label)) return error("field 'label' is not a number");
+    if (!ParseNumber(fields[3], &label) || (label != 0 && label != 1)) {
+      return error("field 'label' is not 0 or 1");
+    }
+    state_label = static_cast<int8_t>(label);
   }
   row_features_.resize(feature_dim_);
   for (uint32_t f = 0; f < feature_dim_; ++f) {
@@ -168,7 +172,7 @@ Status EventReader::ParseLine(const char* raw_line, EventBatch* batch) {
     }
   }
   std::string_view event_id = has_event_id_ ? fields[3] : std::string_view();
-  batch->Add(src, dst, ts, row_features_, event_id);
+  batch->Add(src, dst, ts, row_features_, event_id, state_label);
   return Status::Ok();
 }
 
@@ -213,16 +217,7 @@ Status EventReader::ReadAll(const std::string& path, EventBatch* batch) {
     if (!status.ok()) return status;
     if (chunk.empty()) break;
     batch->feature_dim = chunk.feature_dim;
-    const size_t old_size = batch->size();
-    batch->src.insert(batch->src.end(), chunk.src.begin(), chunk.src.end());
-    batch->dst.insert(batch->dst.end(), chunk.dst.begin(), chunk.dst.end());
-    batch->ts.insert(batch->ts.end(), chunk.ts.begin(), chunk.ts.end());
-    batch->features.insert(batch->features.end(), chunk.features.begin(), chunk.features.end());
-    if (!chunk.event_ids.empty()) {
-      batch->event_ids.resize(old_size);
-      batch->event_ids.insert(batch->event_ids.end(), chunk.event_ids.begin(),
-                              chunk.event_ids.end());
-    }
+    batch->Append(chunk);
   }
   batch->feature_dim = reader->feature_dim();
   return Status::Ok();

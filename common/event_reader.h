@@ -1,7 +1,8 @@
 // EventReader: streams edge events out of the file formats tlpd understands, gzip or plain.
 //
 // Formats, recognised from the header line:
-//   * JODIE   `u,i,ts,label[,f1,...]`  (Kumar et al. 2019; Wikipedia, Reddit, ...)
+//   * JODIE   `u,i,ts,label[,f1,...]`  (Kumar et al. 2019; Wikipedia, Reddit, ...); `label`
+//     (0 or 1) is the source's state after the event and fills EventBatch::state_labels
 //   * SNAP    `src dst time`           (whitespace separated, e.g. CollegeMsg)
 //   * tlpd    `src,dst,ts[,event_id][,f1,...]` (our own CSV; the header names the columns)
 // A line that cannot be parsed is an INVALID_ARGUMENT error naming the file and line number.

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!tlp::storage::DecodeEvent(input, &features, &event).ok()) return 0;
   std::string encoded;
   tlp::storage::EncodeEvent(event.src, event.dst, event.ts, event.features, event.event_id,
-                            &encoded);
+                            event.state_label, &encoded);
   if (encoded.size() != input.size() || std::memcmp(encoded.data(), data, size) != 0) {
     __builtin_trap();  // decode accepted bytes that are not an encoding
   }

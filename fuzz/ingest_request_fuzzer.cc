@@ -22,10 +22,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!std::isfinite(batch.ts[i]) || batch.ts[i] < 0) __builtin_trap();
     encoded.clear();
     tlp::storage::EncodeEvent(batch.src[i], batch.dst[i], batch.ts[i], batch.FeaturesOf(i),
-                              batch.EventIdOf(i), &encoded);
+                              batch.EventIdOf(i), batch.StateLabelOf(i), &encoded);
     tlp::storage::DecodedEvent event;
     if (!tlp::storage::DecodeEvent(encoded, &features, &event).ok()) __builtin_trap();
-    if (event.src != batch.src[i] || event.event_id != batch.EventIdOf(i)) __builtin_trap();
+    if (event.src != batch.src[i] || event.event_id != batch.EventIdOf(i) ||
+        event.state_label != batch.StateLabelOf(i)) {
+      __builtin_trap();
+    }
   }
   return 0;
 }

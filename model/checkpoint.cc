@@ -22,21 +22,22 @@ constexpr int64_t kFormatVersion = 1;
 }  // namespace
 
 std::string ConfigToJson(const ModelConfig& config) {
-  char json[600];
+  char json[800];
   std::snprintf(
       json, sizeof(json),
       "{\"architecture\": \"%s\", \"memory_dim\": %lld, \"time_dim\": %lld, "
       "\"embedding_dim\": %lld, \"edge_feature_dim\": %lld, \"heads\": %lld, "
       "\"layers\": %lld, \"neighbors\": %lld, \"attention_p\": %.17g, \"dropout\": %.17g, "
       "\"pair_neighbors\": %lld, \"pair_hop_neighbors\": %lld, \"patch_size\": %lld, "
-      "\"attention\": \"%s\"}",
+      "\"attention\": \"%s\", \"node_state\": %s, \"outcome_attention\": \"%s\"}",
       config.architecture.c_str(), static_cast<long long>(config.memory_dim),
       static_cast<long long>(config.time_dim), static_cast<long long>(config.embedding_dim),
       static_cast<long long>(config.edge_feature_dim), static_cast<long long>(config.heads),
       static_cast<long long>(config.layers), static_cast<long long>(config.neighbors),
       config.attention_p, config.dropout, static_cast<long long>(config.pair_neighbors),
       static_cast<long long>(config.pair_hop_neighbors), static_cast<long long>(config.patch_size),
-      config.attention.c_str());
+      config.attention.c_str(), config.node_state ? "true" : "false",
+      config.outcome_attention.c_str());
   return json;
 }
 
@@ -73,6 +74,8 @@ Status SaveCheckpoint(const std::string& path, TemporalLinkModel& model) {
     archive.write("pair_hop_neighbors", c10::IValue(config.pair_hop_neighbors));
     archive.write("patch_size", c10::IValue(config.patch_size));
     archive.write("attention", c10::IValue(config.attention));
+    archive.write("node_state", c10::IValue(config.node_state));
+    archive.write("outcome_attention", c10::IValue(config.outcome_attention));
     archive.write("fingerprint", c10::IValue(ModelFingerprint(model)));
     torch::serialize::OutputArchive parameters;
     for (const auto& named : model->named_parameters()) {
@@ -125,6 +128,10 @@ Status LoadCheckpoint(const std::string& path, const torch::Device& device,
     config.pair_hop_neighbors = archive.try_read("pair_hop_neighbors", value) ? value.toInt() : 0;
     config.patch_size = archive.try_read("patch_size", value) ? value.toInt() : 1;
     config.attention = archive.try_read("attention", value) ? value.toStringRef() : "maa";
+    // Absent from checkpoints made before the node-state outcome: links only.
+    config.node_state = archive.try_read("node_state", value) && value.toBool();
+    config.outcome_attention =
+        archive.try_read("outcome_attention", value) ? value.toStringRef() : "shared";
     archive.read("fingerprint", value);
     const std::string stored_fingerprint = value.toStringRef();
 

@@ -167,8 +167,12 @@ MassAwareAttentionImpl::MassAwareAttentionImpl(const MassAwareAttentionOptions& 
   if (options.model_dim % options.heads != 0) {
     throw std::invalid_argument("attention model_dim must be divisible by heads");
   }
-  query_projection_ =
-      register_module("query_projection", torch::nn::Linear(options.query_dim, options.model_dim));
+  if (options.outcomes < 1) throw std::invalid_argument("attention outcomes must be >= 1");
+  for (int64_t outcome = 0; outcome < options.outcomes; ++outcome) {
+    const std::string suffix = outcome == 0 ? "" : "_outcome" + std::to_string(outcome);
+    query_projections_.push_back(register_module(
+        "query_projection" + suffix, torch::nn::Linear(options.query_dim, options.model_dim)));
+  }
   key_projection_ =
       register_module("key_projection", torch::nn::Linear(options.neighbor_dim, options.model_dim));
   value_projection_ = register_module("value_projection",
@@ -194,9 +198,18 @@ void MassAwareAttentionImpl::Capture(const torch::Tensor& queries, torch::Tensor
                    torch::ones({batch, 1}, torch::kBool), valid);
 }
 
+const torch::Tensor& MassAwareAttentionImpl::query_weight(int64_t outcome) const {
+  return query_projections_.at(static_cast<size_t>(outcome))->weight;
+}
+
 AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
                                                 torch::TensorList neighbor_parts,
-                                                const torch::Tensor& valid) {
+                                                const torch::Tensor& valid, int64_t outcome) {
+  if (outcome < 0 || outcome >= options_.outcomes) {
+    throw std::invalid_argument("attention outcome " + std::to_string(outcome) +
+                                " out of range (the module has " +
+                                std::to_string(options_.outcomes) + ")");
+  }
   // Factorised so that no key or value is ever projected (see the header): per head h,
   //   score_j = q_h . (W_k,h x_j + b_k,h) = (W_k,h^T q_h) . x_j + q_h . b_k,h   (the last term
   //   is the same for every j: MAA ignores it, sigmoid and sink attention get it added), and
@@ -209,7 +222,9 @@ AttentionOutput MassAwareAttentionImpl::forward(const torch::Tensor& query,
   const int64_t head_dim = options_.model_dim / heads;
   const int64_t input_dim = options_.neighbor_dim;
   // [H, B, Dh] x [H, Dh, Din] -> [H, B, Din] -> [B, H, Din]
-  const torch::Tensor q = query_projection_(query).view({batch, heads, head_dim}).transpose(0, 1);
+  const torch::Tensor q = query_projections_[static_cast<size_t>(outcome)](query)
+                              .view({batch, heads, head_dim})
+                              .transpose(0, 1);
   const torch::Tensor key_weight = key_projection_->weight.view({heads, head_dim, input_dim});
   const torch::Tensor query_in_input_space = torch::bmm(q, key_weight).transpose(0, 1);
   const double score_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));

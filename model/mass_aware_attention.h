@@ -78,6 +78,9 @@ struct MassAwareAttentionOptions {
   double p = 1.1;            // MAA exponent; 1 = softmax
   AttentionNormaliser normaliser = AttentionNormaliser::kMassAware;
   double dropout = 0.1;  // on the aggregate, never on the weights (that would change mass)
+  // Query projections: one per outcome the model predicts (outcome-indexed attention), keys and
+  // values shared; 1 = one query projection for every outcome.
+  int64_t outcomes = 1;
 };
 
 struct AttentionOutput {
@@ -101,11 +104,13 @@ class MassAwareAttentionImpl : public torch::nn::Module, public CapturingAttenti
   // query: [batch, query_dim]; neighbor_parts: [batch, slots, width_j] whose concatenation along
   // the last dimension is the neighbour input [batch, slots, neighbor_dim] (e.g. memory, edge
   // features, time encoding: inference on the CPU reads them in place, training concatenates);
-  // valid: [batch, slots].
+  // valid: [batch, slots]. `outcome` (< options.outcomes) picks the query projection.
   AttentionOutput forward(const torch::Tensor& query, torch::TensorList neighbor_parts,
-                          const torch::Tensor& valid);
+                          const torch::Tensor& valid, int64_t outcome = 0);
 
   const MassAwareAttentionOptions& options() const { return options_; }
+  // The query projection's weight for `outcome`: [model_dim, query_dim].
+  const torch::Tensor& query_weight(int64_t outcome) const;
 
  private:
   // Appends queries [H, B, Dh] and the keys of neighbor_parts to capture_.
@@ -113,7 +118,9 @@ class MassAwareAttentionImpl : public torch::nn::Module, public CapturingAttenti
                const torch::Tensor& valid, double score_scale);
 
   MassAwareAttentionOptions options_;
-  torch::nn::Linear query_projection_{nullptr};
+  // One per outcome; the first is registered as "query_projection", so checkpoints of models
+  // with one outcome load unchanged.
+  std::vector<torch::nn::Linear> query_projections_;
   torch::nn::Linear key_projection_{nullptr};
   torch::nn::Linear value_projection_{nullptr};
   torch::nn::Linear output_projection_{nullptr};

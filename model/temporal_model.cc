@@ -40,6 +40,7 @@ std::string ModelConfig::ToString() const {
   }
   if (pair_wise()) out << " patch_size=" << patch_size;
   if (attention != "maa") out << " attention=" << attention;
+  if (node_state) out << " node_state=1 outcome_attention=" << outcome_attention;
   return out.str();
 }
 
@@ -117,6 +118,16 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
     graph_mixer_ = register_module("graph_mixer", GraphMixer(options));
   }
   const bool attends = config.architecture == "tgn" || config.architecture == "tgat";
+  if (config.outcome_attention != "shared" && config.outcome_attention != "indexed") {
+    throw std::invalid_argument("outcome_attention must be 'shared' or 'indexed', got '" +
+                                config.outcome_attention + "'");
+  }
+  if (config.attention_outcomes() > 1 && !attends) {
+    throw std::invalid_argument(
+        "outcome-indexed attention needs an architecture with temporal attention (tgn or tgat), "
+        "got '" +
+        config.architecture + "'");
+  }
   for (int64_t layer = 0; attends && layer < config.layers; ++layer) {
     const int64_t input_dim = layer == 0 ? config.memory_dim : config.embedding_dim;
     MassAwareAttentionOptions options;
@@ -127,6 +138,7 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
     options.p = config.attention_p;
     options.normaliser = normaliser;
     options.dropout = config.dropout;
+    options.outcomes = config.attention_outcomes();
     attention_.push_back(
         register_module("attention" + std::to_string(layer), MassAwareAttention(options)));
     merge_.push_back(register_module(
@@ -146,7 +158,28 @@ TemporalLinkModelImpl::TemporalLinkModelImpl(const ModelConfig& config) : config
   }
   predictor_ = register_module("predictor",
                                MergeMlp(config.embedding_dim, right_dim, config.embedding_dim, 1));
+  if (config.node_state) {
+    node_state_head_ = register_module(
+        "node_state_head",
+        torch::nn::Sequential(torch::nn::Linear(config.embedding_dim, config.embedding_dim),
+                              torch::nn::ReLU(), torch::nn::Dropout(config.dropout),
+                              torch::nn::Linear(config.embedding_dim, 1)));
+  }
   ResetMemory();
+}
+
+torch::Tensor TemporalLinkModelImpl::PredictNodeStates(const torch::Tensor& vectors) {
+  if (!node_state_head_) throw std::logic_error("the model has no node-state head");
+  return node_state_head_->forward(vectors).squeeze(-1);
+}
+
+std::vector<double> TemporalLinkModelImpl::QueryProjectionNorms(Outcome outcome) const {
+  const auto index = std::min(static_cast<int64_t>(outcome), config_.attention_outcomes() - 1);
+  std::vector<double> norms;
+  for (const MassAwareAttention& attention : attention_) {
+    norms.push_back(attention->query_weight(index).norm().item<double>());
+  }
+  return norms;
 }
 
 torch::Tensor TemporalLinkModelImpl::IndexTensor(std::span<const int64_t> nodes) const {
@@ -254,6 +287,7 @@ torch::Tensor TemporalLinkModelImpl::MemoryOf(std::span<const int64_t> nodes) {
 torch::Tensor TemporalLinkModelImpl::EmbedLayer(std::span<const int64_t> nodes,
                                                 std::span<const double> times, int64_t layer,
                                                 const NeighborSampler& sampler,
+                                                int64_t query_projection,
                                                 AttentionMetrics* metrics) {
   const auto float_options = torch::TensorOptions().dtype(torch::kFloat32).device(device());
   const auto count = static_cast<int64_t>(nodes.size());
@@ -262,12 +296,14 @@ torch::Tensor TemporalLinkModelImpl::EmbedLayer(std::span<const int64_t> nodes,
     return torch::zeros({count, config_.memory_dim}, float_options);
   }
   const int64_t k = config_.neighbors;
-  const torch::Tensor self = EmbedLayer(nodes, times, layer - 1, sampler, nullptr);
+  const torch::Tensor self =
+      EmbedLayer(nodes, times, layer - 1, sampler, query_projection, nullptr);
 
   NeighborBlock block;
   sampler.Sample(nodes, times, k, &block);
   const torch::Tensor neighbor_embeddings =
-      EmbedLayer(block.nodes, block.ts, layer - 1, sampler, nullptr).view({count, k, -1});
+      EmbedLayer(block.nodes, block.ts, layer - 1, sampler, query_projection, nullptr)
+          .view({count, k, -1});
   const torch::Tensor neighbor_ts =
       torch::from_blob(block.ts.data(), {count, k}, torch::kFloat64).to(device());
   const torch::Tensor query_ts =
@@ -291,14 +327,14 @@ torch::Tensor TemporalLinkModelImpl::EmbedLayer(std::span<const int64_t> nodes,
   const torch::Tensor query =
       torch::cat({self, torch::ones({count, config_.time_dim}, float_options)}, -1);
 
-  AttentionOutput attended = attention_[layer - 1](query, neighbor_parts, valid);
+  AttentionOutput attended = attention_[layer - 1](query, neighbor_parts, valid, query_projection);
   if (metrics != nullptr) *metrics = attended.metrics;
   return merge_[layer - 1](attended.output, self);
 }
 
 Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
                                         std::span<const double> times,
-                                        const NeighborSampler& sampler) {
+                                        const NeighborSampler& sampler, Outcome outcome) {
   if (times.size() != nodes.size()) {
     throw std::invalid_argument("Embed: " + std::to_string(nodes.size()) + " nodes but " +
                                 std::to_string(times.size()) + " times");
@@ -313,13 +349,15 @@ Embeddings TemporalLinkModelImpl::Embed(std::span<const int64_t> nodes,
   // slice costs ~1.4 ms of launches and copies whatever its size (H200, bench/gpu.sh), so
   // slices there are 8x larger (~0.5 GB of temporaries each).
   const size_t slice = device().is_cuda() ? 16384 : 2048;
+  const int64_t query_projection =
+      std::min(static_cast<int64_t>(outcome), config_.attention_outcomes() - 1);
   std::vector<torch::Tensor> vectors, ess, mass, entropy, used;
   size_t begin = 0;
   do {  // at least once: an empty call still gets empty tensors of the right shapes
     const size_t size = std::min(slice, nodes.size() - begin);
     AttentionMetrics metrics;
     vectors.push_back(EmbedLayer(nodes.subspan(begin, size), times.subspan(begin, size),
-                                 config_.layers, sampler, &metrics));
+                                 config_.layers, sampler, query_projection, &metrics));
     ess.push_back(metrics.effective_neighbors);
     mass.push_back(metrics.attention_mass);
     entropy.push_back(metrics.attention_entropy);

@@ -48,8 +48,19 @@ struct ModelConfig {
   // (model/pair_evidence.h); 0 = none.
   int64_t pair_hop_neighbors = 32;
   int64_t patch_size = 1;  // DyGFormer: tokens per patch; divides neighbors + 1
+  // A second outcome beside the link: a node-state head (an MLP on a node's embedding) that
+  // predicts the state label events carry (EventBatch::state_labels), trained with the links.
+  bool node_state = false;
+  // With node_state, how the outcomes share attention: "shared" (one query projection per
+  // attention layer; the node state reads the link embeddings) or "indexed" (one query
+  // projection per outcome in every attention layer, keys and values shared; tgn and tgat).
+  std::string outcome_attention = "shared";
 
   bool has_memory() const { return architecture == "tgn"; }
+  // Query projections per attention layer: 2 for outcome-indexed attention, else 1.
+  int64_t attention_outcomes() const {
+    return node_state && outcome_attention == "indexed" ? 2 : 1;
+  }
   // The endpoints' representations depend on the link, not on each node alone.
   bool pair_wise() const { return architecture == "dygformer"; }
   // One line, stable order; part of the fingerprint.
@@ -86,6 +97,10 @@ TORCH_MODULE(MergeMlp);
 // architecture (DyGFormer) attends per link: its vectors are each query's mean patch encoding (a
 // node-wise summary for probes), its effective_neighbors, attention_mass and attention_entropy
 // are 0, and PredictLinks reports the real ones per link (LinkEndpointMetrics).
+// What a model predicts; an Embed call is for one of them (outcome-indexed attention picks its
+// query projections by it).
+enum class Outcome : int64_t { kLink = 0, kNodeState = 1 };
+
 struct Embeddings {
   torch::Tensor vectors;  // [n, embedding_dim]
   AttentionMetrics metrics;
@@ -106,10 +121,11 @@ class TemporalLinkModelImpl : public torch::nn::Module {
 
   const ModelConfig& config() const { return config_; }
 
-  // Embeds nodes[i] at times[i] from history strictly before times[i]. Throws
-  // std::invalid_argument when the spans differ in length.
+  // Embeds nodes[i] at times[i] from history strictly before times[i], for `outcome` (which
+  // matters only with outcome-indexed attention). Throws std::invalid_argument when the spans
+  // differ in length.
   Embeddings Embed(std::span<const int64_t> nodes, std::span<const double> times,
-                   const NeighborSampler& sampler);
+                   const NeighborSampler& sampler, Outcome outcome = Outcome::kLink);
   // Logits of links between queries of one Embed call: link i joins nodes[src_positions[i]]
   // and nodes[dst_positions[i]] at times[src_positions[i]]; `embedded` is Embed's output for
   // (nodes, times). With pair evidence (config.pair_neighbors > 0) or a pair-wise architecture
@@ -119,6 +135,14 @@ class TemporalLinkModelImpl : public torch::nn::Module {
                              std::span<const double> times, std::span<const int64_t> src_positions,
                              std::span<const int64_t> dst_positions, const NeighborSampler& sampler,
                              LinkEndpointMetrics* endpoint_metrics = nullptr);
+
+  // Node-state logits of an Embed call's queries (Embed with Outcome::kNodeState, or the link
+  // embeddings when attention is shared): vectors [n, embedding_dim] -> [n]. Throws
+  // std::logic_error when the model has no node-state head (config.node_state).
+  torch::Tensor PredictNodeStates(const torch::Tensor& vectors);
+  // Frobenius norm of each attention layer's query projection for `outcome` (empty for
+  // architectures without temporal attention): what collapses when outcomes share attention.
+  std::vector<double> QueryProjectionNorms(Outcome outcome) const;
 
   // Memory state -----------------------------------------------------------------------------
   // Grows node state to hold indices < node_count (new nodes start at zero memory).
@@ -182,7 +206,7 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   // nodes and times stay on the host: the sampler reads them there, and on a GPU a device copy
   // of the ids read back would wait for the device at every layer.
   torch::Tensor EmbedLayer(std::span<const int64_t> nodes, std::span<const double> times,
-                           int64_t layer, const NeighborSampler& sampler,
+                           int64_t layer, const NeighborSampler& sampler, int64_t query_projection,
                            AttentionMetrics* metrics);
   // The k most recent interactions of each query node as tokens [n, k, F + T]: edge features
   // and the encoded age, zero on padding; *valid [n, k] marks real ones.
@@ -202,9 +226,10 @@ class TemporalLinkModelImpl : public torch::nn::Module {
   std::vector<MassAwareAttention> attention_;
   std::vector<MergeMlp> merge_;
   MergeMlp predictor_{nullptr};
-  torch::nn::Linear pair_encoder_{nullptr};  // pair evidence -> embedding_dim (pair models)
-  DyGFormer dygformer_{nullptr};             // the encoder of architecture "dygformer"
-  GraphMixer graph_mixer_{nullptr};          // the encoder of architecture "graphmixer"
+  torch::nn::Linear pair_encoder_{nullptr};         // pair evidence -> embedding_dim (pair models)
+  torch::nn::Sequential node_state_head_{nullptr};  // embedding -> node-state logit
+  DyGFormer dygformer_{nullptr};                    // the encoder of architecture "dygformer"
+  GraphMixer graph_mixer_{nullptr};                 // the encoder of architecture "graphmixer"
 
   // Node state: not parameters (derived from the event log, checkpointed by the server).
   int64_t node_count_ = 0;

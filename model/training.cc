@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "common/link_metrics.h"
@@ -47,6 +48,19 @@ struct Trainer::PeriodResult {
   int64_t embedded = 0;
   int64_t scored_pairs = 0;
   double seconds = 0;
+  std::vector<float> node_state_logits;  // labelled events only, with their labels
+  std::vector<int> node_state_labels;
+
+  NodeStateFigures NodeState() const {
+    NodeStateFigures figures;
+    figures.labelled = static_cast<int64_t>(node_state_labels.size());
+    figures.positives = std::count(node_state_labels.begin(), node_state_labels.end(), 1);
+    if (figures.positives > 0 && figures.positives < figures.labelled) {
+      figures.auc = RocAuc(node_state_logits, node_state_labels);
+      figures.ap = AveragePrecision(node_state_logits, node_state_labels);
+    }
+    return figures;
+  }
 };
 
 Status TemporalDataset::FromEvents(const EventBatch& batch, TemporalDataset* dataset) {
@@ -70,6 +84,7 @@ Status TemporalDataset::FromEvents(const EventBatch& batch, TemporalDataset* dat
     dataset->dst.push_back(dense(batch.dst[i]));
     dataset->ts.push_back(batch.ts[i]);
   }
+  dataset->state_labels = batch.state_labels;
   return Status::Ok();
 }
 
@@ -122,6 +137,10 @@ DataSplit SplitChronologically(const TemporalDataset& dataset, uint64_t seed) {
   return split;
 }
 
+const char* OutcomeName(Outcome outcome) {
+  return outcome == Outcome::kLink ? "link" : "node_state";
+}
+
 const char* StrategyName(NegativeStrategy strategy) {
   switch (strategy) {
     case NegativeStrategy::kRandom:
@@ -161,6 +180,26 @@ Trainer::Trainer(TemporalLinkModel model, const TemporalDataset& dataset, const 
   validation_candidates_ = CandidatesBefore(split.validation_time);
   test_candidates_ = CandidatesBefore(split.test_time);
   all_sources_ = UniqueSorted(dataset.src);
+  node_state_ = model_->config().node_state;
+  if (node_state_) {
+    if (dataset.state_labels.empty()) {
+      throw std::invalid_argument(
+          "a node-state model needs events with state labels (a JODIE file's label column)");
+    }
+    int64_t labelled = 0, positives = 0;
+    for (int64_t i : split.train) {
+      labelled += dataset.state_labels[i] >= 0;
+      positives += dataset.state_labels[i] == 1;
+    }
+    if (positives == 0 || positives == labelled) {
+      throw std::invalid_argument("the training events' state labels have " +
+                                  std::to_string(positives) + " positives of " +
+                                  std::to_string(labelled) + ": both classes are needed");
+    }
+    const double rate = static_cast<double>(positives) / static_cast<double>(labelled);
+    node_state_positive_weight_ = 0.5 / rate;
+    node_state_negative_weight_ = 0.5 / (1.0 - rate);
+  }
 }
 
 Trainer::RankingCandidates Trainer::CandidatesBefore(double time) const {
@@ -204,16 +243,19 @@ struct BatchEvents {
   std::vector<int64_t> src, dst;
   std::vector<double> ts;
   std::vector<float> features;
+  std::vector<int8_t> state_labels;  // when the dataset has them
 
   void Gather(const TemporalDataset& dataset, std::span<const int64_t> events) {
     src.clear();
     dst.clear();
     ts.clear();
     features.clear();
+    state_labels.clear();
     for (int64_t i : events) {
       src.push_back(dataset.src[i]);
       dst.push_back(dataset.dst[i]);
       ts.push_back(dataset.ts[i]);
+      if (!dataset.state_labels.empty()) state_labels.push_back(dataset.state_labels[i]);
       if (dataset.feature_dim > 0) {
         const float* row = dataset.features.data() + i * dataset.feature_dim;
         features.insert(features.end(), row, row + dataset.feature_dim);
@@ -222,6 +264,18 @@ struct BatchEvents {
   }
   int64_t size() const { return static_cast<int64_t>(src.size()); }
 };
+
+// Node-state logits of a batch's sources at their events' times: [batch]. `link` is the Embed
+// call whose first rows are those sources; with shared attention the node state reads them,
+// with outcome-indexed attention the sources are embedded again for the node-state outcome.
+torch::Tensor NodeStateLogits(TemporalLinkModel& model, const Embeddings& link,
+                              const BatchEvents& batch, const NeighborSampler& sampler) {
+  if (model->config().attention_outcomes() == 1) {
+    return model->PredictNodeStates(link.vectors.narrow(0, 0, batch.size()));
+  }
+  return model->PredictNodeStates(
+      model->Embed(batch.src, batch.ts, sampler, Outcome::kNodeState).vectors);
+}
 
 }  // namespace
 
@@ -240,7 +294,7 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
   BatchEvents batch;
   std::vector<int64_t> nodes;
   std::vector<double> times;
-  double loss_sum = 0, ap_sum = 0;
+  double loss_sum = 0, ap_sum = 0, node_loss_sum = 0;
   for (int64_t b = 0; b < batches; ++b) {
     const int64_t begin = b * options_.batch_size;
     const int64_t count = std::min(options_.batch_size, total - begin);
@@ -280,9 +334,26 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
         model_->PredictLinks(z, nodes, times, sources, Positions(count, count), train_adjacency_);
     const torch::Tensor negative = model_->PredictLinks(
         z, nodes, times, sources, Positions(2 * count, count), train_adjacency_);
-    const torch::Tensor loss =
+    torch::Tensor loss =
         torch::binary_cross_entropy_with_logits(positive, torch::ones_like(positive)) +
         torch::binary_cross_entropy_with_logits(negative, torch::zeros_like(negative));
+    if (node_state_) {
+      // Class-weighted BCE over the batch's labelled events (unlabelled ones weigh 0).
+      std::vector<float> targets(count), weights(count);
+      for (int64_t i = 0; i < count; ++i) {
+        const int8_t label = batch.state_labels[i];
+        targets[i] = label == 1 ? 1.0F : 0.0F;
+        weights[i] = label < 0    ? 0.0F
+                     : label == 1 ? static_cast<float>(node_state_positive_weight_)
+                                  : static_cast<float>(node_state_negative_weight_);
+      }
+      const torch::Tensor logits = NodeStateLogits(model_, z, batch, train_adjacency_);
+      const auto options = logits.options();
+      const torch::Tensor node_loss = torch::binary_cross_entropy_with_logits(
+          logits, torch::tensor(targets, options), torch::tensor(weights, options));
+      loss = loss + node_loss;
+      node_loss_sum += node_loss.item<double>();
+    }
     optimizer_->zero_grad();
     loss.backward();
     optimizer_->step();
@@ -309,6 +380,7 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
   record.epoch = epoch;
   record.loss = batches ? loss_sum / batches : 0;
   record.train_ap = batches ? ap_sum / batches : 0;
+  record.node_state_loss = batches ? node_loss_sum / batches : 0;
   record.seconds = watch.Seconds();
   record.events_per_second = static_cast<double>(total) / record.seconds;
   return record;
@@ -334,6 +406,48 @@ std::vector<HeadMonitor> Trainer::MonitorAttention() {
   model_->PredictLinks(embedded, nodes, times, Positions(0, count), Positions(count, count),
                        full_adjacency_);
   return capture.Summarise();
+}
+
+std::vector<OutcomeMonitor> Trainer::MonitorOutcomes() {
+  // As MonitorAttention: the first validation batch, not applied.
+  model_->eval();
+  torch::NoGradGuard no_grad;
+  const std::vector<int64_t>& events = split_.validation;
+  const int64_t count = std::min<int64_t>(options_.batch_size, static_cast<int64_t>(events.size()));
+  if (count == 0) return {};
+  BatchEvents batch;
+  batch.Gather(dataset_, std::span(events).subspan(0, count));
+  std::vector<OutcomeMonitor> monitors;
+  for (const Outcome outcome : {Outcome::kLink, Outcome::kNodeState}) {
+    if (outcome == Outcome::kNodeState && !node_state_) break;
+    std::vector<int64_t> nodes(batch.src.begin(), batch.src.end());
+    std::vector<double> times(batch.ts.begin(), batch.ts.end());
+    if (outcome == Outcome::kLink) {
+      nodes.insert(nodes.end(), batch.dst.begin(), batch.dst.end());
+      times.insert(times.end(), batch.ts.begin(), batch.ts.end());
+    }
+    const AttentionMetrics metrics = model_->Embed(nodes, times, full_adjacency_, outcome).metrics;
+    OutcomeMonitor monitor;
+    monitor.outcome = outcome;
+    monitor.query_norms = model_->QueryProjectionNorms(outcome);
+    if (metrics.attention_entropy.defined() && metrics.attention_entropy.numel() > 0) {
+      const torch::Tensor used = metrics.neighbors_used.to(torch::kFloat64);
+      const torch::Tensor spread = used >= 2;
+      monitor.entropy = metrics.attention_entropy.to(torch::kFloat64).mean().item<double>();
+      monitor.effective_neighbors =
+          metrics.effective_neighbors.to(torch::kFloat64).mean().item<double>();
+      monitor.attention_mass = metrics.attention_mass.to(torch::kFloat64).mean().item<double>();
+      if (spread.any().item<bool>()) {
+        monitor.normalised_entropy =
+            (metrics.attention_entropy.to(torch::kFloat64).masked_select(spread) /
+             used.masked_select(spread).log())
+                .mean()
+                .item<double>();
+      }
+    }
+    monitors.push_back(std::move(monitor));
+  }
+  return monitors;
 }
 
 void Trainer::ReplayIntoMemory(const std::vector<int64_t>& events) {
@@ -441,6 +555,15 @@ void Trainer::ScorePeriod(const std::vector<int64_t>& events, bool full_evaluati
       return ToVector(model_->PredictLinks(embedded, nodes, times, src, dst, full_adjacency_,
                                            endpoint_metrics));
     };
+    if (node_state_) {
+      const std::vector<float> logits =
+          ToVector(NodeStateLogits(model_, embedded, batch, full_adjacency_));
+      for (int64_t i = 0; i < count; ++i) {
+        if (batch.state_labels[i] < 0) continue;
+        result->node_state_logits.push_back(logits[i]);
+        result->node_state_labels.push_back(batch.state_labels[i]);
+      }
+    }
     LinkEndpointMetrics positive_metrics;
     const std::vector<float> positive =
         predict(Positions(0, count), Positions(count, count), &positive_metrics);
@@ -538,11 +661,13 @@ std::vector<EpochRecord> Trainer::Train() {
   for (int64_t epoch = 1; epoch <= options_.epochs; ++epoch) {
     EpochRecord record = TrainEpoch(epoch);
     if (options_.monitor_attention) record.attention = MonitorAttention();
+    if (node_state_ || options_.monitor_attention) record.outcomes = MonitorOutcomes();
     PeriodResult validation;
     ScorePeriod(split_.validation, /*full_evaluation=*/false, &validation,
                 options_.selection_queries);
     record.validation_ap = validation.transductive[0].Finish().ap;
     record.validation_mrr = validation.one_vs_all.Finish().mrr;
+    if (node_state_) record.validation_node_state_auc = validation.NodeState().auc;
     history.push_back(record);
     char line[240];
     std::snprintf(line, sizeof(line),
@@ -552,6 +677,21 @@ std::vector<EpochRecord> Trainer::Train() {
                   record.validation_mrr, record.seconds, record.events_per_second);
     Progress(line);
     if (options_.progress) std::fputc('\n', stderr);
+    if (options_.progress) {
+      if (node_state_) {
+        std::fprintf(stderr, "  node state: loss %.4f  validation AUC %.4f\n",
+                     record.node_state_loss, record.validation_node_state_auc);
+      }
+      for (const OutcomeMonitor& outcome : record.outcomes) {
+        std::string norms;
+        for (double norm : outcome.query_norms) norms += " " + std::to_string(norm);
+        std::fprintf(stderr,
+                     "  %s attention: entropy %.3f (normalised %.3f), effective neighbours "
+                     "%.2f, mass %.3f, query projection norms%s\n",
+                     OutcomeName(outcome.outcome), outcome.entropy, outcome.normalised_entropy,
+                     outcome.effective_neighbors, outcome.attention_mass, norms.c_str());
+      }
+    }
     for (const HeadMonitor& head : record.attention) {
       std::snprintf(line, sizeof(line),
                     "  %s head %lld: energy field rank %.1f of at most %.1f, effective rank %.2f, "
@@ -598,6 +738,8 @@ EvaluationReport Trainer::Evaluate() {
     report.inductive[s] = test.inductive[s].Finish();
   }
   report.mrr_queries = test.ranked;
+  report.node_state = test.NodeState();
+  report.validation_node_state = validation.NodeState();
   report.one_vs_all = test.one_vs_all.Finish();
   for (int b = 0; b < kBaselines; ++b) report.baselines[b] = test.baselines[b].Finish();
   report.baseline_options = test.baseline_options;

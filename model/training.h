@@ -30,6 +30,8 @@ struct TemporalDataset {
   uint32_t feature_dim = 0;
   std::vector<float> features;
   std::vector<uint64_t> node_ids;  // dense index -> client id
+  // Per event: the source's state label (0, 1 or EventBatch::kNoStateLabel); empty = none.
+  std::vector<int8_t> state_labels;
 
   int64_t events() const { return static_cast<int64_t>(src.size()); }
   int64_t nodes() const { return static_cast<int64_t>(node_ids.size()); }
@@ -53,6 +55,13 @@ enum class NegativeStrategy { kRandom = 0, kHistorical = 1, kInductive = 2 };
 inline constexpr int kNegativeStrategies = 3;
 const char* StrategyName(NegativeStrategy strategy);
 
+// The node-state outcome over a period: its labelled events' logits against their labels,
+// pooled (positives are rare: per-batch figures would be mostly undefined).
+struct NodeStateFigures {
+  double auc = 0, ap = 0;
+  int64_t labelled = 0, positives = 0;
+};
+
 struct EvaluationReport {
   LinkFigures transductive[kNegativeStrategies];
   LinkFigures inductive[kNegativeStrategies];  // events touching a node unseen in training
@@ -67,6 +76,8 @@ struct EvaluationReport {
   // half-life a tenth of it, as in the replay protocol.
   RankingFigures baselines[kBaselines];
   BaselineOptions baseline_options;
+  // Models with a node-state head (ModelConfig::node_state), on the test and validation periods.
+  NodeStateFigures node_state, validation_node_state;
   double probe_r2 = 0;  // ridge probe embeddings -> log(1 + degree), held-out nodes
   int64_t probe_nodes = 0;
   double mean_representation_norm = 0;
@@ -96,10 +107,26 @@ struct TrainOptions {
   // random destinations).
   double historical_negatives = 0;
   // After each epoch, the energy field and key coherence of every attention head
-  // (model/attention_monitor.h) on the first batch_size validation events, scored from the
-  // memory the epoch left. Changes nothing the model learns.
+  // (model/attention_monitor.h) and the link outcome's OutcomeMonitor (which a node-state
+  // model records anyway, for both outcomes) on the first batch_size validation events, scored
+  // from the memory the epoch left. Changes nothing the model learns.
   bool monitor_attention = false;
 };
+
+// How one outcome's attention looks after an epoch, on the first batch_size validation events
+// (sources and destinations for links, sources for node states), scored from the memory the
+// epoch left: the last layer's weights averaged over queries and heads. A shared attention
+// vector that collapses "to its bounds" shows as normalised entropy going to 0 (all weight on
+// one neighbour) or 1 (uniform) and the query projections' norms growing or vanishing.
+struct OutcomeMonitor {
+  Outcome outcome = Outcome::kLink;
+  std::vector<double> query_norms;  // per attention layer, Frobenius (TemporalLinkModel)
+  double entropy = 0;               // nats
+  double normalised_entropy = 0;    // entropy / log(neighbours used), queries with >= 2
+  double effective_neighbors = 0;
+  double attention_mass = 0;
+};
+const char* OutcomeName(Outcome outcome);
 
 struct EpochRecord {
   int64_t epoch = 0;
@@ -107,6 +134,12 @@ struct EpochRecord {
   double train_ap = 0;
   double validation_ap = 0;
   double validation_mrr = 0;  // one-vs-all, over selection_queries validation events
+  // Models with a node-state head: its share of the loss (class-weighted BCE, see Trainer) and
+  // its validation AUC.
+  double node_state_loss = 0;
+  double validation_node_state_auc = 0;
+  // Each outcome's attention: a node-state model's two, or with monitor_attention the link's.
+  std::vector<OutcomeMonitor> outcomes;
   double seconds = 0;
   double events_per_second = 0;
   std::vector<HeadMonitor> attention;  // with TrainOptions::monitor_attention
@@ -118,7 +151,11 @@ class Trainer {
           const TrainOptions& options);
 
   // Trains with early stopping on validation one-vs-all MRR (or AP, see TrainOptions) and
-  // leaves the best epoch's parameters in the model.
+  // leaves the best epoch's parameters in the model. A model with a node-state head also learns
+  // the events' state labels (the dataset must have them; throws std::invalid_argument when it
+  // has none, or no positive in training) with BCE weighted so that both classes weigh half:
+  // positives 0.5 / r, negatives 0.5 / (1 - r), r the positive rate of the training events.
+  // Model selection stays on the link outcome.
   std::vector<EpochRecord> Train();
   // Replays the training period into memory, then scores validation and test; the report is
   // for the test period. Leaves memory at the end of the stream.
@@ -128,6 +165,7 @@ class Trainer {
   struct PeriodResult;
   EpochRecord TrainEpoch(int64_t epoch);
   std::vector<HeadMonitor> MonitorAttention();
+  std::vector<OutcomeMonitor> MonitorOutcomes();
   // The destinations a one-vs-all query ranks, and each node's position among them (-1).
   struct RankingCandidates {
     std::vector<int64_t> nodes;
@@ -160,6 +198,8 @@ class Trainer {
   RankingCandidates test_candidates_;        // before the test period
   // Edge keys (src * nodes + dst) for historical / inductive negatives.
   std::unordered_set<uint64_t> training_edges_;
+  bool node_state_ = false;  // the model has a node-state head
+  double node_state_positive_weight_ = 0, node_state_negative_weight_ = 0;
   std::unordered_set<uint64_t> seen_edges_;  // every edge applied to memory so far
   std::vector<uint64_t> seen_edge_list_;
   std::vector<uint64_t> unseen_in_training_list_;  // seen during evaluation, not in training

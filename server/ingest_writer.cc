@@ -7,25 +7,6 @@
 #include "common/thread_name.h"
 
 namespace tlp::server {
-namespace {
-
-// Appends every event of `from` to `into` (same feature width).
-void AppendEvents(const EventBatch& from, EventBatch* into) {
-  if (!from.event_ids.empty() || !into->event_ids.empty()) {
-    into->event_ids.resize(into->size());
-    if (from.event_ids.empty()) {
-      into->event_ids.resize(into->size() + from.size());
-    } else {
-      into->event_ids.insert(into->event_ids.end(), from.event_ids.begin(), from.event_ids.end());
-    }
-  }
-  into->src.insert(into->src.end(), from.src.begin(), from.src.end());
-  into->dst.insert(into->dst.end(), from.dst.begin(), from.dst.end());
-  into->ts.insert(into->ts.end(), from.ts.begin(), from.ts.end());
-  into->features.insert(into->features.end(), from.features.begin(), from.features.end());
-}
-
-}  // namespace
 
 IngestWriter::IngestWriter(Engine& engine, IngestWriterOptions options,
                            std::function<void(const AppendReport&)> on_append)
@@ -115,7 +96,7 @@ void IngestWriter::AppendGroup(std::span<Submission* const> group) {
   }
   merged_.Clear();
   merged_.feature_dim = group[0]->batch->feature_dim;
-  for (const Submission* submission : group) AppendEvents(*submission->batch, &merged_);
+  for (const Submission* submission : group) merged_.Append(*submission->batch);
   if (!engine_.Ingest(merged_, &merged_result_).ok()) {
     // A failed append stores nothing. Append one by one, so that only the bad submission fails
     // and its error counts events from its own start.

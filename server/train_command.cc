@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "common/event_reader.h"
 #include "common/replay_evaluation.h"
@@ -76,6 +78,14 @@ void PrintReport(const model::EvaluationReport& report) {
                   baseline.hits_at_10);
     }
   }
+  if (report.node_state.labelled > 0) {
+    std::printf(
+        "node state (pooled over the period): test AUC %.4f  AP %.4f  (%lld positives of "
+        "%lld); validation AUC %.4f\n",
+        report.node_state.auc, report.node_state.ap,
+        static_cast<long long>(report.node_state.positives),
+        static_cast<long long>(report.node_state.labelled), report.validation_node_state.auc);
+  }
   std::printf("sampled MRR %.4f over %lld test queries; degree probe R^2 %.4f over %lld nodes\n",
               report.mrr, static_cast<long long>(report.mrr_queries), report.probe_r2,
               static_cast<long long>(report.probe_nodes));
@@ -106,6 +116,27 @@ nlohmann::json MonitorJson(const model::EpochRecord& epoch) {
   return heads;
 }
 
+// Each outcome's attention after one epoch (model::OutcomeMonitor).
+nlohmann::json OutcomesJson(const model::EpochRecord& epoch) {
+  nlohmann::json outcomes = nlohmann::json::array();
+  for (const model::OutcomeMonitor& outcome : epoch.outcomes) {
+    outcomes.push_back({{"outcome", model::OutcomeName(outcome.outcome)},
+                        {"query_norms", outcome.query_norms},
+                        {"entropy", outcome.entropy},
+                        {"normalised_entropy", outcome.normalised_entropy},
+                        {"effective_neighbors", outcome.effective_neighbors},
+                        {"attention_mass", outcome.attention_mass}});
+  }
+  return outcomes;
+}
+
+nlohmann::json NodeStateJson(const model::NodeStateFigures& figures) {
+  return {{"auc", figures.auc},
+          {"ap", figures.ap},
+          {"labelled", figures.labelled},
+          {"positives", figures.positives}};
+}
+
 nlohmann::json ReportJson(const model::EvaluationReport& report) {
   nlohmann::json json;
   for (int s = 0; s < model::kNegativeStrategies; ++s) {
@@ -133,6 +164,10 @@ nlohmann::json ReportJson(const model::EvaluationReport& report) {
   json["mean_representation_norm"] = report.mean_representation_norm;
   json["mean_effective_neighbors"] = report.mean_effective_neighbors;
   json["scored_pairs_per_second"] = report.scored_pairs_per_second;
+  if (report.node_state.labelled > 0) {
+    json["node_state"] = NodeStateJson(report.node_state);
+    json["validation_node_state"] = NodeStateJson(report.validation_node_state);
+  }
   return json;
 }
 
@@ -248,13 +283,26 @@ int RunTrain(const TrainSettings& s) {
       return 1;
     }
   }
-  model::TemporalLinkModel model(config);
+  model::TemporalLinkModel model{nullptr};
+  try {
+    model = model::TemporalLinkModel(config);
+  } catch (const std::invalid_argument& error) {
+    spdlog::error("{}", error.what());
+    return 2;
+  }
   model->to(device);
   model->ResetMemory();
   spdlog::info("training {} on {}", config.ToString(), device.str());
   model::TrainOptions options = s.options;
   options.monitor_attention = options.monitor_attention || !s.monitor_plot.empty();
-  model::Trainer trainer(model, dataset, split, options);
+  std::unique_ptr<model::Trainer> trainer_holder;
+  try {
+    trainer_holder = std::make_unique<model::Trainer>(model, dataset, split, options);
+  } catch (const std::invalid_argument& error) {
+    spdlog::error("{}", error.what());
+    return 2;
+  }
+  model::Trainer& trainer = *trainer_holder;
   const auto history = trainer.Train();
   Status status = model::SaveCheckpoint(s.checkpoint, model);
   if (!status.ok()) {
@@ -274,6 +322,11 @@ int RunTrain(const TrainSettings& s) {
                               {"seconds", epoch.seconds},
                               {"events_per_second", epoch.events_per_second}});
     if (options.monitor_attention) json["epochs"].back()["attention"] = MonitorJson(epoch);
+    if (!epoch.outcomes.empty()) json["epochs"].back()["outcomes"] = OutcomesJson(epoch);
+    if (config.node_state) {
+      json["epochs"].back()["node_state_loss"] = epoch.node_state_loss;
+      json["epochs"].back()["validation_node_state_auc"] = epoch.validation_node_state_auc;
+    }
   }
   if (!s.monitor_plot.empty()) {
     std::ostringstream title;
@@ -496,7 +549,8 @@ void AddTrainCommands(CLI::App& app) {
   train->add_option("--epochs", t.options.epochs, "Maximum epochs")->check(CLI::PositiveNumber);
   train->add_flag("--monitor", t.options.monitor_attention,
                   "After each epoch, record every attention head's energy field (numerical and "
-                  "effective rank, spectrum) and key coherence, printed and in --json-out");
+                  "effective rank, spectrum) and key coherence, and the link outcome's attention "
+                  "entropy and query-projection norms, printed and in --json-out");
   train->add_option("--monitor-plot", t.monitor_plot,
                     "Also draw the attention monitor as SVG to this file (implies --monitor)");
   train->add_option("--patience", t.options.patience, "Early-stopping patience (epochs)");
@@ -528,6 +582,15 @@ void AddTrainCommands(CLI::App& app) {
                    "endpoints through each of the source's partners' this many most recent "
                    "interactions; 0 = none")
       ->check(CLI::Range(0, 1024));
+  train->add_flag("--node-state", t.config.node_state,
+                  "Also learn a second outcome: the sources' state labels the events carry (a "
+                  "JODIE file's label column, e.g. Wikipedia's bans), with a node-state head "
+                  "trained beside the links");
+  train
+      ->add_option("--outcome-attention", t.config.outcome_attention,
+                   "With --node-state: shared (both outcomes read the same attention) or "
+                   "indexed (one query projection per outcome in each attention layer; tgn, tgat)")
+      ->check(CLI::IsMember({"shared", "indexed"}));
   train->add_option("--heads", t.config.heads, "Attention heads");
   train->add_option("--memory-dim", t.config.memory_dim, "Node memory width");
   train->add_option("--embedding-dim", t.config.embedding_dim, "Embedding width");
@@ -543,7 +606,7 @@ void AddTrainCommands(CLI::App& app) {
   for (const char* model_flag :
        {"--architecture", "--patch-size", "--p", "--attention", "--layers", "--neighbors",
         "--pair-neighbors", "--pair-hop-neighbors", "--heads", "--memory-dim", "--embedding-dim",
-        "--time-dim", "--dropout"}) {
+        "--time-dim", "--dropout", "--node-state", "--outcome-attention"}) {
     config_from->excludes(train->get_option(model_flag));
   }
   train

@@ -21,7 +21,7 @@ bool Get(std::string_view* in, T* value) {
 }  // namespace
 
 void EncodeEvent(uint64_t src, uint64_t dst, double ts, std::span<const float> features,
-                 std::string_view event_id, std::string* out) {
+                 std::string_view event_id, int8_t state_label, std::string* out) {
   Put(src, out);
   Put(dst, out);
   Put(ts, out);
@@ -29,6 +29,7 @@ void EncodeEvent(uint64_t src, uint64_t dst, double ts, std::span<const float> f
   out->append(reinterpret_cast<const char*>(features.data()), features.size_bytes());
   Put(static_cast<uint16_t>(event_id.size()), out);
   out->append(event_id);
+  if (state_label != EventBatch::kNoStateLabel) Put(static_cast<uint8_t>(state_label), out);
 }
 
 Status DecodeEvent(std::string_view value, std::vector<float>* feature_buffer,
@@ -45,8 +46,16 @@ Status DecodeEvent(std::string_view value, std::vector<float>* feature_buffer,
     std::memcpy(feature_buffer->data(), value.data(), feature_count * sizeof(float));
   }
   value.remove_prefix(feature_count * sizeof(float));
-  if (!Get(&value, &id_length) || value.size() != id_length) {
+  // The id is all that is left, or all but the state label's byte.
+  if (!Get(&value, &id_length) || (value.size() != id_length && value.size() != id_length + 1u)) {
     return Status::Corruption("event record has a bad id length");
+  }
+  event->state_label = EventBatch::kNoStateLabel;
+  if (value.size() > id_length) {
+    const auto label = static_cast<uint8_t>(value.back());
+    if (label > 1) return Status::Corruption("event record has a bad state label");
+    event->state_label = static_cast<int8_t>(label);
+    value.remove_suffix(1);
   }
   event->features = *feature_buffer;
   event->event_id = value;

@@ -125,7 +125,7 @@ Status ReadEventLog(const std::string& store_path, const EventLogWindow& window,
     if (window.since_ts && event.ts < *window.since_ts) continue;
     late += event.ts < newest;
     newest = std::max(newest, event.ts);
-    stored.Add(event.src, event.dst, event.ts, event.features, event.event_id);
+    stored.Add(event.src, event.dst, event.ts, event.features, event.event_id, event.state_label);
   }
   status = FromRocks(it->status(), "cannot read the event log of '" + store_path + "'");
   if (!status.ok()) return status;
@@ -139,7 +139,7 @@ Status ReadEventLog(const std::string& store_path, const EventLogWindow& window,
                      [&](size_t a, size_t b) { return stored.ts[a] < stored.ts[b]; });
     for (size_t i : order) {
       events->Add(stored.src[i], stored.dst[i], stored.ts[i], stored.FeaturesOf(i),
-                  stored.EventIdOf(i));
+                  stored.EventIdOf(i), stored.StateLabelOf(i));
     }
   }
   if (read != nullptr) *read = EventLogRead{last_sequence, late};

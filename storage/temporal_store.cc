@@ -398,7 +398,8 @@ Status TemporalStore::Validate(const EventBatch& batch,
                                    std::to_string(feature_dim_));
   }
   if (batch.features.size() != batch.size() * batch.feature_dim ||
-      (!batch.event_ids.empty() && batch.event_ids.size() != batch.size())) {
+      (!batch.event_ids.empty() && batch.event_ids.size() != batch.size()) ||
+      (!batch.state_labels.empty() && batch.state_labels.size() != batch.size())) {
     return Status::Internal("malformed EventBatch (column sizes differ)");
   }
   double newest = max_ts_.load();
@@ -466,7 +467,8 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
   result->duplicates = 0;
   if (batch.empty() && cursors.empty()) return Validate(batch);
   if (batch.features.size() != batch.size() * batch.feature_dim ||
-      (!batch.event_ids.empty() && batch.event_ids.size() != batch.size())) {
+      (!batch.event_ids.empty() && batch.event_ids.size() != batch.size()) ||
+      (!batch.state_labels.empty() && batch.state_labels.size() != batch.size())) {
     return Status::Internal("malformed EventBatch (column sizes differ)");
   }
 
@@ -518,7 +520,7 @@ Status TemporalStore::Append(const EventBatch& batch, AppendResult* result,
     const SequenceKey key(sequence);
     encode_buffer_.clear();
     EncodeEvent(batch.src[i], batch.dst[i], batch.ts[i], batch.FeaturesOf(i), batch.EventIdOf(i),
-                &encode_buffer_);
+                batch.StateLabelOf(i), &encode_buffer_);
     write.Put(events_, key.view(), encode_buffer_);
     if (!batch.EventIdOf(i).empty()) {
       write.Put(event_ids_, batch.EventIdOf(i), key.view());
@@ -641,7 +643,7 @@ Status TemporalStore::ReplayAfter(
         DecodeEvent(std::string_view(it->value().data(), it->value().size()), &features, &event);
     if (!status.ok()) return status;
     if (batch.empty()) first_sequence = GetBigEndian<uint64_t>(it->key().data());
-    batch.Add(event.src, event.dst, event.ts, event.features, event.event_id);
+    batch.Add(event.src, event.dst, event.ts, event.features, event.event_id, event.state_label);
     if (batch.size() >= batch_size) {
       status = visit(batch, first_sequence);
       if (!status.ok()) return status;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,9 @@ TEST(EventReader, ReadsBundledWikipediaGzip) {
   EXPECT_EQ(batch.ts.front(), 0.0);
   EXPECT_EQ(batch.ts.back(), 2678373.0);
   EXPECT_GE(batch.dst.front(), 8227u);  // pages are ids 8227..9226
+  // Its label column: 217 edits after which the user was banned.
+  ASSERT_EQ(batch.state_labels.size(), batch.size());
+  EXPECT_EQ(std::count(batch.state_labels.begin(), batch.state_labels.end(), 1), 217);
 }
 
 TEST(EventReader, ReadsBundledCollegeMsg) {
@@ -63,6 +67,23 @@ TEST(EventReader, GarbageLineIsAnErrorWithItsLineNumber) {
   EXPECT_EQ(EventReader::ReadAll(TempFile("tlp_hdr.csv", "a,b\n"), &batch).code(),
             Status::Code::kInvalidArgument);
   EXPECT_EQ(EventReader::ReadAll("/nonexistent/file.csv", &batch).code(), Status::Code::kNotFound);
+}
+
+TEST(EventReader, JodieLabelsBecomeStateLabels) {
+  EventBatch batch;
+  ASSERT_TRUE(
+      EventReader::ReadAll(TempFile("tlp_labels.csv", "u,i,ts,label\n1,2,3,0\n1,4,5,1\n"), &batch)
+          .ok());
+  ASSERT_EQ(batch.state_labels.size(), 2u);
+  EXPECT_EQ(batch.StateLabelOf(0), 0);
+  EXPECT_EQ(batch.StateLabelOf(1), 1);
+  const Status bad =
+      EventReader::ReadAll(TempFile("tlp_bad_label.csv", "u,i,ts,label\n1,2,3,0.5\n"), &batch);
+  EXPECT_EQ(bad.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.message().find("'label'"), std::string::npos) << bad.message();
+  // Other formats carry no labels.
+  ASSERT_TRUE(EventReader::ReadAll(TempFile("tlp_plain.csv", "src,dst,ts\n1,2,3\n"), &batch).ok());
+  EXPECT_TRUE(batch.state_labels.empty());
 }
 
 }  // namespace

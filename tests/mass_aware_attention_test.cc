@@ -510,5 +510,36 @@ TEST(ModelBuild, ParallelForInModelCodeRunsOnSeveralThreads) {
   EXPECT_EQ(threads.size(), 2u);
 }
 
+// Outcome-indexed attention: one query projection per outcome over shared keys and values.
+TEST(MassAwareAttention, EachOutcomeHasItsOwnQueryProjection) {
+  torch::manual_seed(3);
+  MassAwareAttentionOptions options;
+  options.query_dim = 6;
+  options.neighbor_dim = 5;
+  options.model_dim = 4;
+  options.heads = 2;
+  options.dropout = 0;
+  options.outcomes = 2;
+  MassAwareAttention attention(options);
+  const torch::Tensor query = torch::randn({3, 6});
+  const torch::Tensor neighbors = torch::randn({3, 4, 5});
+  const torch::Tensor valid = torch::ones({3, 4}, torch::kBool);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor link = attention->forward(query, {neighbors}, valid, 0).output;
+  const torch::Tensor state = attention->forward(query, {neighbors}, valid, 1).output;
+  EXPECT_FALSE(torch::allclose(link, state));
+  // With outcome 1's query projection copied into outcome 0's, both outcomes attend alike.
+  auto parameters = attention->named_parameters();
+  parameters["query_projection.weight"].copy_(parameters["query_projection_outcome1.weight"]);
+  parameters["query_projection.bias"].copy_(parameters["query_projection_outcome1.bias"]);
+  EXPECT_TRUE(torch::allclose(attention->forward(query, {neighbors}, valid, 0).output, state));
+  EXPECT_THROW(attention->forward(query, {neighbors}, valid, 2), std::invalid_argument);
+  // One outcome keeps the parameter names checkpoints made before outcomes existed.
+  options.outcomes = 1;
+  const auto names = MassAwareAttention(options)->named_parameters();
+  EXPECT_TRUE(names.contains("query_projection.weight"));
+  EXPECT_FALSE(names.contains("query_projection_outcome1.weight"));
+}
+
 }  // namespace
 }  // namespace tlp::model

@@ -936,5 +936,54 @@ TEST_F(StoreTest, SigkillLosesNoAdjacencyRow) {
   EXPECT_EQ(StoredAdjacency(dir_.string()), ExpectedAdjacency(all, 5));
 }
 
+// The state label is an optional trailing byte: records without one (all those written before
+// labels existed) decode as unlabelled, and nothing else is accepted after the id.
+TEST(EventCodec, StateLabelIsAnOptionalTrailingByte) {
+  std::string unlabelled, labelled;
+  EncodeEvent(1, 2, 3.0, {}, "id", EventBatch::kNoStateLabel, &unlabelled);
+  EncodeEvent(1, 2, 3.0, {}, "id", 1, &labelled);
+  EXPECT_EQ(labelled.size(), unlabelled.size() + 1);
+  std::vector<float> buffer;
+  DecodedEvent event;
+  ASSERT_TRUE(DecodeEvent(unlabelled, &buffer, &event).ok());
+  EXPECT_EQ(event.state_label, EventBatch::kNoStateLabel);
+  EXPECT_EQ(event.event_id, "id");
+  ASSERT_TRUE(DecodeEvent(labelled, &buffer, &event).ok());
+  EXPECT_EQ(event.state_label, 1);
+  EXPECT_EQ(event.event_id, "id");
+  labelled.back() = 7;
+  EXPECT_EQ(DecodeEvent(labelled, &buffer, &event).code(), Status::Code::kCorruption);
+  labelled.back() = 0;
+  labelled += 'x';
+  EXPECT_EQ(DecodeEvent(labelled, &buffer, &event).code(), Status::Code::kCorruption);
+}
+
+TEST_F(StoreTest, StateLabelsAreStoredWithTheirEvents) {
+  {
+    auto store = OpenStore();
+    EventBatch unlabelled;
+    unlabelled.Add(1, 2, 10.0);
+    EventBatch labelled;
+    labelled.Add(1, 3, 11.0, {}, {}, 0);
+    labelled.Add(2, 3, 12.0, {}, {}, 1);
+    labelled.Add(2, 4, 13.0);
+    AppendResult result;
+    ASSERT_TRUE(store->Append(unlabelled, &result).ok());
+    ASSERT_TRUE(store->Append(labelled, &result).ok());
+  }
+  auto store = OpenStore();
+  std::vector<int8_t> labels;
+  ASSERT_TRUE(store
+                  ->ReplayAfter(0, 10,
+                                [&](const EventBatch& events, uint64_t) {
+                                  for (size_t i = 0; i < events.size(); ++i)
+                                    labels.push_back(events.StateLabelOf(i));
+                                  return Status::Ok();
+                                })
+                  .ok());
+  constexpr int8_t kNone = EventBatch::kNoStateLabel;
+  EXPECT_EQ(labels, (std::vector<int8_t>{kNone, 0, 1, kNone}));
+}
+
 }  // namespace
 }  // namespace tlp::storage

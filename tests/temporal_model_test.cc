@@ -614,5 +614,117 @@ TEST(TemporalDataset, RejectsEventsGoingBackInTime) {
   EXPECT_NE(status.message().find("event 1"), std::string::npos);
 }
 
+// The second outcome (ModelConfig::node_state): with shared attention both outcomes read the
+// same embeddings; outcome-indexed attention embeds each outcome with its own query projection
+// (keys and values shared), which only architectures with temporal attention have.
+TEST(NodeState, IndexedAttentionEmbedsEachOutcomeApartAndSharedDoesNot) {
+  TemporalAdjacency adjacency;
+  for (int i = 0; i < 12; ++i) adjacency.Add(i % 3, 10 + i % 4, 1.0 + i, {});
+  const std::vector<int64_t> nodes = {0, 1, 2, 10};
+  const std::vector<double> times = {20, 20, 20, 20};
+  for (const std::string mode : {"shared", "indexed"}) {
+    torch::manual_seed(5);
+    ModelConfig config = SmallConfig("tgn", 2, 0);
+    config.node_state = true;
+    config.outcome_attention = mode;
+    TemporalLinkModel model(config);
+    model->EnsureNodes(14);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const torch::Tensor link = model->Embed(nodes, times, adjacency, Outcome::kLink).vectors;
+    const torch::Tensor state = model->Embed(nodes, times, adjacency, Outcome::kNodeState).vectors;
+    EXPECT_EQ(torch::equal(link, state), mode == "shared") << mode;
+    const std::vector<double> link_norms = model->QueryProjectionNorms(Outcome::kLink);
+    ASSERT_EQ(link_norms.size(), 2u);
+    EXPECT_EQ(link_norms == model->QueryProjectionNorms(Outcome::kNodeState), mode == "shared");
+    const torch::Tensor logits = model->PredictNodeStates(state);
+    EXPECT_EQ(logits.sizes(), torch::IntArrayRef({4}));
+    EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
+  }
+  ModelConfig mixer = SmallConfig("graphmixer", 1, 0);
+  mixer.node_state = true;
+  mixer.outcome_attention = "indexed";
+  EXPECT_THROW(TemporalLinkModel{mixer}, std::invalid_argument);
+  mixer.outcome_attention = "per-head";
+  EXPECT_THROW(TemporalLinkModel{mixer}, std::invalid_argument);
+  TemporalLinkModel links_only(SmallConfig("tgat", 1, 0));
+  EXPECT_THROW(links_only->PredictNodeStates(torch::zeros({1, 8})), std::logic_error);
+}
+
+TEST(Checkpoint, KeepsTheNodeStateHeadAndOutcomeAttention) {
+  torch::manual_seed(10);
+  ModelConfig config = SmallConfig("tgat", 1, 0);
+  config.node_state = true;
+  config.outcome_attention = "indexed";
+  TemporalLinkModel model(config);
+  const auto path = std::filesystem::temp_directory_path() / "tlp_node_state_checkpoint.pt";
+  ASSERT_TRUE(SaveCheckpoint(path.string(), model).ok());
+  TemporalLinkModel loaded{nullptr};
+  ASSERT_TRUE(LoadCheckpoint(path.string(), torch::kCPU, &loaded).ok());
+  std::filesystem::remove(path);
+  EXPECT_TRUE(loaded->config().node_state);
+  EXPECT_EQ(loaded->config().outcome_attention, "indexed");
+  EXPECT_EQ(ModelFingerprint(loaded), ModelFingerprint(model));
+  TemporalAdjacency adjacency;
+  for (int i = 0; i < 9; ++i) adjacency.Add(i % 3, 10 + i % 2, 1.0 + i, {});
+  const std::vector<int64_t> nodes = {0, 1, 10};
+  const std::vector<double> times = {12, 12, 12};
+  model->eval();
+  loaded->eval();
+  torch::NoGradGuard no_grad;
+  auto logits = [&](TemporalLinkModel& m) {
+    return m->PredictNodeStates(m->Embed(nodes, times, adjacency, Outcome::kNodeState).vectors);
+  };
+  EXPECT_TRUE(torch::equal(logits(model), logits(loaded)));
+}
+
+// Sources 0-4 are the busiest and their events are labelled 1: both outcome-attention modes
+// learn the labels beside the links, and record each outcome's attention after every epoch.
+TEST(Trainer, NodeStateLearnsLabelsAndMonitorsEachOutcome) {
+  EventBatch events;
+  std::mt19937_64 random(7);
+  for (int i = 0; i < 1500; ++i) {
+    const uint64_t src = i % 2 == 0 ? random() % 5 : 5 + random() % 45;
+    events.Add(src, 100 + random() % 20, i * 1.0, {}, {}, src < 5 ? 1 : 0);
+  }
+  TemporalDataset dataset;
+  ASSERT_TRUE(TemporalDataset::FromEvents(events, &dataset).ok());
+  const DataSplit split = SplitChronologically(dataset, 3);
+  TrainOptions options = QuickTrainOptions();
+  options.selection_queries = 50;
+  options.batch_size = 50;
+  options.learning_rate = 1e-2;
+  for (const std::string mode : {"shared", "indexed"}) {
+    torch::manual_seed(4);
+    ModelConfig config = SmallConfig("tgn", 1, 0);
+    config.node_state = true;
+    config.outcome_attention = mode;
+    Trainer trainer(TemporalLinkModel(config), dataset, split, options);
+    const std::vector<EpochRecord> history = trainer.Train();
+    for (const EpochRecord& epoch : history) {
+      EXPECT_GT(epoch.node_state_loss, 0) << mode;
+      ASSERT_EQ(epoch.outcomes.size(), 2u) << mode;
+      EXPECT_EQ(epoch.outcomes[0].outcome, Outcome::kLink);
+      EXPECT_EQ(epoch.outcomes[1].outcome, Outcome::kNodeState);
+      for (const OutcomeMonitor& outcome : epoch.outcomes) {
+        EXPECT_GE(outcome.normalised_entropy, 0) << mode;
+        EXPECT_LE(outcome.normalised_entropy, 1 + 1e-9) << mode;
+        EXPECT_GT(outcome.effective_neighbors, 0) << mode;
+      }
+    }
+    const EvaluationReport report = trainer.Evaluate();
+    EXPECT_GT(report.node_state.positives, 0);
+    EXPECT_EQ(report.node_state.labelled, static_cast<int64_t>(split.test.size()));
+    EXPECT_GT(report.node_state.auc, 0.9) << mode;
+  }
+  // Without labels, or without both classes in training, there is nothing to learn.
+  ModelConfig config = SmallConfig("tgn", 1, 0);
+  config.node_state = true;
+  const TemporalDataset unlabelled = RandomStream(5);
+  const DataSplit unlabelled_split = SplitChronologically(unlabelled, 3);
+  EXPECT_THROW(Trainer(TemporalLinkModel(config), unlabelled, unlabelled_split, options),
+               std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace tlp::model
