@@ -97,6 +97,9 @@ Status DaemonClient::IngestBatch(const EventBatch& events, uint64_t first,
     event->mutable_features()->Add(features.begin(), features.end());
     event->set_event_id(events.EventIdOf(i).empty() ? id_prefix_ + ":" + std::to_string(first + i)
                                                     : std::string(events.EventIdOf(i)));
+    if (events.StateLabelOf(i) != EventBatch::kNoStateLabel) {
+      event->set_state_label(static_cast<uint32_t>(events.StateLabelOf(i)));
+    }
   }
   grpc::ClientContext context;
   Prepare(&context);

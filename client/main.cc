@@ -416,6 +416,34 @@ int main(int argc, char** argv) {
   });
 
   uint64_t node = 0;
+  CLI::App* node_state_command = app.add_subcommand(
+      "node-state", "Score NODE's state (the second outcome of a model trained with --node-state)");
+  node_state_command->add_option("node", node, "Node id")->required();
+  node_state_command->add_option("--at", at, "Query time in seconds (default: now)");
+  node_state_command->callback([&] {
+    tlp::v1::ScoreNodeStatesRequest request;
+    auto* query = request.add_queries();
+    query->set_node(node);
+    query->set_at(at);
+    tlp::client::DaemonClient client = Connect();
+    grpc::ClientContext context;
+    client.Prepare(&context);
+    tlp::v1::ScoreNodeStatesResponse response;
+    const grpc::Status rpc = client.stub().ScoreNodeStates(&context, request, &response);
+    if (!rpc.ok()) std::exit(Fail(client.FromGrpc(rpc)));
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& s : response.scores()) {
+      out.push_back({{"node", s.node()},
+                     {"at", s.at()},
+                     {"probability", s.probability()},
+                     {"logit", s.logit()},
+                     {"metrics", MetricsJson(s.metrics())},
+                     {"model", response.model_fingerprint()}});
+    }
+    std::printf("%s\n", out.dump(global.json ? -1 : 2).c_str());
+    std::exit(0);
+  });
+
   uint32_t recent = 5;
   CLI::App* node_command = app.add_subcommand("node", "Show a node's state and recent neighbours");
   node_command->add_option("id", node, "Node id")->required();
@@ -452,12 +480,18 @@ int main(int argc, char** argv) {
     const grpc::Status rpc =
         client.stub().GetModelInfo(&context, tlp::v1::ModelInfoRequest(), &response);
     if (!rpc.ok()) std::exit(Fail(client.FromGrpc(rpc)));
-    const nlohmann::json out = {
-        {"architecture", response.architecture()},   {"attention_p", response.attention_p()},
-        {"fingerprint", response.fingerprint()},     {"device", response.device()},
-        {"embedding_dim", response.embedding_dim()}, {"memory_dim", response.memory_dim()},
-        {"neighbors", response.neighbors()},         {"events_applied", response.events_applied()},
-        {"watermark", response.watermark()},         {"version", response.version()}};
+    const nlohmann::json out = {{"architecture", response.architecture()},
+                                {"attention_p", response.attention_p()},
+                                {"fingerprint", response.fingerprint()},
+                                {"device", response.device()},
+                                {"embedding_dim", response.embedding_dim()},
+                                {"memory_dim", response.memory_dim()},
+                                {"neighbors", response.neighbors()},
+                                {"events_applied", response.events_applied()},
+                                {"watermark", response.watermark()},
+                                {"version", response.version()},
+                                {"node_state", response.node_state()},
+                                {"outcome_attention", response.outcome_attention()}};
     std::printf("%s\n", out.dump(global.json ? -1 : 2).c_str());
     std::exit(0);
   });

@@ -98,6 +98,36 @@ Status ReadServingRecord(const storage::TemporalStore& store, ServingRecord* rec
   return Status::Ok();
 }
 
+// Representation metrics of scored rows, copied to the host once per column (one device-to-host
+// copy each, then plain reads: no tensor per element).
+class MetricColumns {
+ public:
+  MetricColumns(const torch::Tensor& norms, const torch::Tensor& effective_neighbors,
+                const torch::Tensor& mass, const torch::Tensor& entropy, const torch::Tensor& used)
+      : norms_(Host(norms, torch::kFloat32)),
+        effective_neighbors_(Host(effective_neighbors, torch::kFloat32)),
+        mass_(Host(mass, torch::kFloat32)),
+        entropy_(Host(entropy, torch::kFloat32)),
+        used_(Host(used, torch::kInt64)) {}
+
+  EndpointMetrics At(int64_t row, bool cold_start) const {
+    EndpointMetrics m;
+    m.representation_norm = norms_.data_ptr<float>()[row];
+    m.effective_neighbors = effective_neighbors_.data_ptr<float>()[row];
+    m.attention_mass = mass_.data_ptr<float>()[row];
+    m.attention_entropy = entropy_.data_ptr<float>()[row];
+    m.neighbors_used = static_cast<uint32_t>(used_.data_ptr<int64_t>()[row]);
+    m.cold_start = cold_start;
+    return m;
+  }
+
+ private:
+  static torch::Tensor Host(const torch::Tensor& values, torch::ScalarType type) {
+    return values.to(torch::kCPU, type).contiguous();
+  }
+  torch::Tensor norms_, effective_neighbors_, mass_, entropy_, used_;
+};
+
 }  // namespace
 
 std::string ModelFingerprintText(uint64_t fingerprint) {
@@ -375,16 +405,93 @@ Status Engine::Ingest(const EventBatch& batch, storage::AppendResult* result,
   return Status::Ok();
 }
 
-Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
-  scores->assign(queries.size(), LinkScore());
-  if (queries.empty()) return Status::Ok();
+Status Engine::WithServingModel(const std::function<Status(const ServingModel&, bool*)>& score) {
   while (true) {
     const std::shared_ptr<ServingModel> serving = Serving();
     if (Status status = serving->pipeline->Await(); !status.ok()) return status;
     bool swapped = false;
-    const Status status = ScoreWith(*serving, queries, scores, &swapped);
+    const Status status = score(*serving, &swapped);
     if (!swapped) return status;
   }
+}
+
+Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
+  scores->assign(queries.size(), LinkScore());
+  if (queries.empty()) return Status::Ok();
+  return WithServingModel([&](const ServingModel& serving, bool* swapped) {
+    return ScoreWith(serving, queries, scores, swapped);
+  });
+}
+
+Status Engine::ScoreNodeStates(std::span<const NodeStateQuery> queries,
+                               std::vector<NodeStateScore>* scores) {
+  scores->assign(queries.size(), NodeStateScore());
+  if (queries.empty()) return Status::Ok();
+  return WithServingModel([&](const ServingModel& serving, bool* swapped) {
+    return ScoreNodeStatesWith(serving, queries, scores, swapped);
+  });
+}
+
+Status Engine::ScoreNodeStatesWith(const ServingModel& serving,
+                                   std::span<const NodeStateQuery> queries,
+                                   std::vector<NodeStateScore>* scores, bool* swapped) {
+  last_score_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                    std::memory_order_relaxed);
+  const double now = store_->max_ts();
+  const storage::NeighborIndex& index = store_->neighbors();
+  std::vector<uint64_t> known_nodes;    // queries the store knows
+  std::vector<size_t> known_positions;  // their positions
+  std::vector<double> times(queries.size());
+  for (size_t i = 0; i < queries.size(); ++i) {
+    NodeStateQuery query = queries[i];
+    if (query.at <= 0) query.at = std::nextafter(now, INFINITY);  // "now" sees every event
+    (*scores)[i].query = query;
+    times[i] = query.at;
+    if (index.Known(query.node)) {
+      known_nodes.push_back(query.node);
+      known_positions.push_back(i);
+    }
+  }
+  try {
+    MutexLock lock(&model_mutex_);
+    if (Serving().get() != &serving) {  // swapped since the caller took it: one model a call
+      *swapped = true;
+      return Status::Ok();
+    }
+    if (!serving.model->config().node_state) {
+      return Status::FailedPrecondition(
+          "the serving model (" + serving.fingerprint +
+          ") has no node-state head; serve one trained with `tlpd train --node-state`");
+    }
+    // Unknown nodes take row 0 (zero memory, no neighbours); known ones are paged in.
+    NodeMemoryCache& cache = *serving.cache;
+    cache.BeginOperation();
+    std::vector<int64_t> rows(times.size(), 0), known_rows(known_nodes.size());
+    if (Status status = cache.Rows(known_nodes, known_rows); !status.ok()) return status;
+    for (size_t i = 0; i < known_rows.size(); ++i) rows[known_positions[i]] = known_rows[i];
+    torch::NoGradGuard no_grad;
+    const model::Embeddings embedded =
+        serving.model->Embed(rows, times, *serving.sampler, model::Outcome::kNodeState);
+    const torch::Tensor logits =
+        serving.model->PredictNodeStates(embedded.vectors).to(torch::kCPU).contiguous();
+    const MetricColumns metrics(embedded.vectors.norm(2, 1), embedded.metrics.effective_neighbors,
+                                embedded.metrics.attention_mass, embedded.metrics.attention_entropy,
+                                embedded.metrics.neighbors_used);
+    std::vector<uint8_t> known(queries.size(), 0);
+    for (size_t position : known_positions) known[position] = 1;
+    for (size_t i = 0; i < queries.size(); ++i) {
+      NodeStateScore& score = (*scores)[i];
+      score.logit = logits.data_ptr<float>()[i];
+      score.probability = 1.0f / (1.0f + std::exp(-score.logit));
+      score.metrics = metrics.At(static_cast<int64_t>(i), !known[i]);
+      score.model = serving.fingerprint_bits;
+    }
+  } catch (const StatusError& error) {  // the store's own code (IO_ERROR, ...)
+    return Status(error.status().code(), "scoring failed: " + error.status().message());
+  } catch (const std::exception& error) {
+    return Status::Internal(std::string("scoring failed: ") + error.what());
+  }
+  return Status::Ok();
 }
 
 Status Engine::ScoreWith(const ServingModel& serving, std::span<const LinkQuery> queries,
@@ -459,41 +566,26 @@ Status Engine::ScoreWith(const ServingModel& serving, std::span<const LinkQuery>
                            positions.subspan(count, count), *serving.sampler, &link_metrics)
             .cpu()
             .contiguous();
-    // One device-to-host copy per column, then plain reads (no tensor per element).
-    auto host = [](const torch::Tensor& values, torch::ScalarType type) {
-      return values.to(torch::kCPU, type).contiguous();
-    };
     // Per endpoint position, or per link and side for a pair-wise architecture (the rows of
     // [src links; dst links]).
     const bool per_link = link_metrics.src_norm.defined();
     auto column = [&](const torch::Tensor& per_position, const torch::Tensor& src,
-                      const torch::Tensor& dst, torch::ScalarType type) {
-      return host(per_link ? torch::cat({src, dst}) : per_position, type);
+                      const torch::Tensor& dst) {
+      return per_link ? torch::cat({src, dst}) : per_position;
     };
-    const torch::Tensor norms = column(embedded.vectors.norm(2, 1), link_metrics.src_norm,
-                                       link_metrics.dst_norm, torch::kFloat32);
-    const torch::Tensor ess =
+    const MetricColumns columns(
+        column(embedded.vectors.norm(2, 1), link_metrics.src_norm, link_metrics.dst_norm),
         column(embedded.metrics.effective_neighbors, link_metrics.src.effective_neighbors,
-               link_metrics.dst.effective_neighbors, torch::kFloat32);
-    const torch::Tensor mass =
+               link_metrics.dst.effective_neighbors),
         column(embedded.metrics.attention_mass, link_metrics.src.attention_mass,
-               link_metrics.dst.attention_mass, torch::kFloat32);
-    const torch::Tensor entropy =
+               link_metrics.dst.attention_mass),
         column(embedded.metrics.attention_entropy, link_metrics.src.attention_entropy,
-               link_metrics.dst.attention_entropy, torch::kFloat32);
-    const torch::Tensor used =
+               link_metrics.dst.attention_entropy),
         column(embedded.metrics.neighbors_used, link_metrics.src.neighbors_used,
-               link_metrics.dst.neighbors_used, torch::kInt64);
+               link_metrics.dst.neighbors_used));
     auto metrics = [&](size_t endpoint) {
       const int64_t row = per_link ? static_cast<int64_t>(endpoint) : endpoint_position[endpoint];
-      EndpointMetrics m;
-      m.representation_norm = norms.data_ptr<float>()[row];
-      m.effective_neighbors = ess.data_ptr<float>()[row];
-      m.attention_mass = mass.data_ptr<float>()[row];
-      m.attention_entropy = entropy.data_ptr<float>()[row];
-      m.neighbors_used = static_cast<uint32_t>(used.data_ptr<int64_t>()[row]);
-      m.cold_start = !endpoint_known[endpoint];
-      return m;
+      return columns.At(row, !endpoint_known[endpoint]);
     };
     const float* logit = logits.data_ptr<float>();
     for (size_t i = 0; i < count; ++i) {
@@ -562,6 +654,8 @@ ModelInfo Engine::Info() const {
   info.memory_dim = config.has_memory() ? static_cast<uint32_t>(config.memory_dim) : 0;
   info.edge_feature_dim = static_cast<uint32_t>(config.edge_feature_dim);
   info.neighbors = static_cast<uint32_t>(config.neighbors);
+  info.node_state = config.node_state;
+  info.outcome_attention = config.node_state ? config.outcome_attention : "";
   return info;
 }
 

@@ -113,8 +113,22 @@ struct LinkScore {
 // The fingerprint as ModelInfo and the API print it (16 hex digits).
 std::string ModelFingerprintText(uint64_t fingerprint);
 
+struct NodeStateQuery {
+  uint64_t node = 0;
+  double at = 0;  // 0 = now
+};
+
+struct NodeStateScore {
+  NodeStateQuery query;   // `at` resolved
+  float probability = 0;  // P(state label = 1)
+  float logit = 0;
+  EndpointMetrics metrics;  // of the node's representation for this outcome
+  uint64_t model = 0;       // fingerprint of the model that scored it
+};
+
 struct ModelInfo {
-  std::string architecture, fingerprint, device;
+  std::string architecture, fingerprint, device, outcome_attention;
+  bool node_state = false;  // ScoreNodeStates is served
   double attention_p = 1;
   uint32_t embedding_dim = 0, memory_dim = 0, edge_feature_dim = 0, neighbors = 0;
   uint64_t events_applied = 0, watermark = 0;
@@ -168,6 +182,10 @@ class Engine {
   // a memory update failed (the daemon cannot score correctly any more).
   Status AwaitMemory();
   Status Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores);
+  // Scores nodes' state (the second outcome; model::ModelConfig::node_state) at times, waiting
+  // for memory as Score does. FAILED_PRECONDITION when the serving model has no node-state head.
+  Status ScoreNodeStates(std::span<const NodeStateQuery> queries,
+                         std::vector<NodeStateScore>* scores);
   // Every node ever seen as a destination (TopK over "all").
   std::vector<uint64_t> KnownDestinations() const;
   MemoryCacheStats MemoryCache() const;
@@ -206,9 +224,14 @@ class Engine {
   // Records `phase` and tells options_.on_load_phase.
   void EnterPhase(ModelLoadPhase phase) ABSL_LOCKS_EXCLUDED(load_mutex_);
   std::shared_ptr<ServingModel> Serving() const ABSL_LOCKS_EXCLUDED(model_mutex_);
-  // Score with `serving`; *swapped when it stopped serving before the model lock was taken.
+  // Runs `score` with the serving model once its memory is current, again with the next one
+  // when it reports (*swapped) that it stopped serving before the model lock was taken.
+  Status WithServingModel(const std::function<Status(const ServingModel&, bool*)>& score);
+  // Score and ScoreNodeStates with `serving`.
   Status ScoreWith(const ServingModel& serving, std::span<const LinkQuery> queries,
                    std::vector<LinkScore>* scores, bool* swapped);
+  Status ScoreNodeStatesWith(const ServingModel& serving, std::span<const NodeStateQuery> queries,
+                             std::vector<NodeStateScore>* scores, bool* swapped);
   Status StartLoad(const std::string& checkpoint, bool rollback);
   // The load thread: replay, catch up, commit, swap, write the new memory.
   void RunLoad(std::shared_ptr<ServingModel> loaded, bool rollback);

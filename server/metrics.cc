@@ -39,9 +39,15 @@ Metrics::Metrics(const std::string& address)
                               ExponentialBuckets(1e-4, 2, 16))),
       score_batch_size(Histogram(*registry_, "tlpd_score_batch_pairs", "Pairs per scoring pass",
                                  ExponentialBuckets(1, 4, 10))),
+      node_state_latency(Histogram(*registry_, "tlpd_node_state_latency_seconds",
+                                   "Time to score one ScoreNodeStates request",
+                                   ExponentialBuckets(1e-4, 2, 16))),
+      node_state_probability(Histogram(*registry_, "tlpd_node_state_probability",
+                                       "P(state label = 1) of scored node states",
+                                       {0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99})),
       representation_norm(prometheus::BuildHistogram()
                               .Name("tlpd_representation_norm")
-                              .Help("L2 norm of scored endpoint embeddings, by role (src, dst)")
+                              .Help("L2 norm of scored representations, by role (src, dst, node)")
                               .Register(*registry_)),
       effective_neighbors(prometheus::BuildHistogram()
                               .Name("tlpd_effective_neighbors")

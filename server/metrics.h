@@ -35,7 +35,10 @@ class Metrics {
   prometheus::Histogram& ingest_batch_size;
   prometheus::Histogram& score_latency;
   prometheus::Histogram& score_batch_size;
-  prometheus::Family<prometheus::Histogram>& representation_norm;  // label role
+  prometheus::Histogram& node_state_latency;      // ScoreNodeStates
+  prometheus::Histogram& node_state_probability;  // of every node state scored
+  // Label role: src, dst (links) or node (node states).
+  prometheus::Family<prometheus::Histogram>& representation_norm;
   prometheus::Family<prometheus::Histogram>& effective_neighbors;
   prometheus::Family<prometheus::Histogram>& attention_mass;
   prometheus::Family<prometheus::Counter>& requests;  // labels method, code (gRPC status)

@@ -25,9 +25,15 @@ Status AppendEdgeEvent(const tlp::v1::EdgeEvent& event, size_t index, EventBatch
   if (event.event_id().size() > storage::kMaxEventIdBytes) {
     return Status::InvalidArgument(where + "field 'event_id' is longer than 128 bytes");
   }
+  if (event.has_state_label() && event.state_label() > 1) {
+    return Status::InvalidArgument(where + "field 'state_label' must be 0 or 1, got " +
+                                   std::to_string(event.state_label()));
+  }
   batch->Add(event.src(), event.dst(), event.ts(),
              std::span<const float>(event.features().data(), event.features_size()),
-             event.event_id());
+             event.event_id(),
+             event.has_state_label() ? static_cast<int8_t>(event.state_label())
+                                     : EventBatch::kNoStateLabel);
   return Status::Ok();
 }
 

@@ -36,6 +36,10 @@ void FillScore(const LinkScore& score, tlp::v1::LinkScore* out) {
 
 namespace {
 
+// Buckets of the representation metrics' histograms.
+const prometheus::Histogram::BucketBoundaries kNormBuckets = {0.5, 1, 2, 4, 8, 16, 32, 64};
+const prometheus::Histogram::BucketBoundaries kCountBuckets = {0.5, 1, 2, 3, 5, 8, 13, 21, 34};
+
 const grpc::Status kRecovering(grpc::StatusCode::UNAVAILABLE,
                                "tlpd is recovering (replaying its event log); retry shortly");
 
@@ -166,28 +170,42 @@ Status TemporalLinkService::Score(std::span<const LinkQuery> queries,
                                   std::chrono::system_clock::time_point deadline) {
   const Stopwatch watch;
   Status status = batcher_.load(std::memory_order_acquire)->Score(queries, scores, deadline);
-  if (status.ok() && metrics_) {
-    metrics_->score_latency.Observe(watch.Seconds());
-    static const prometheus::Histogram::BucketBoundaries kNormBuckets = {0.5, 1,  2,  4,
-                                                                         8,   16, 32, 64};
-    static const prometheus::Histogram::BucketBoundaries kCountBuckets = {0.5, 1,  2,  3, 5,
-                                                                          8,   13, 21, 34};
-    auto& src_norm = metrics_->representation_norm.Add({{"role", "src"}}, kNormBuckets);
-    auto& dst_norm = metrics_->representation_norm.Add({{"role", "dst"}}, kNormBuckets);
-    auto& src_ess = metrics_->effective_neighbors.Add({{"role", "src"}}, kCountBuckets);
-    auto& dst_ess = metrics_->effective_neighbors.Add({{"role", "dst"}}, kCountBuckets);
-    auto& src_mass = metrics_->attention_mass.Add({{"role", "src"}}, kCountBuckets);
-    auto& dst_mass = metrics_->attention_mass.Add({{"role", "dst"}}, kCountBuckets);
-    for (const LinkScore& score : *scores) {
-      src_norm.Observe(score.src_metrics.representation_norm);
-      dst_norm.Observe(score.dst_metrics.representation_norm);
-      src_ess.Observe(score.src_metrics.effective_neighbors);
-      dst_ess.Observe(score.dst_metrics.effective_neighbors);
-      src_mass.Observe(score.src_metrics.attention_mass);
-      dst_mass.Observe(score.dst_metrics.attention_mass);
-    }
-  }
+  if (status.ok()) ObserveScores(*scores, watch.Seconds());
   return status;
+}
+
+void TemporalLinkService::ObserveScores(std::span<const LinkScore> scores, double seconds) {
+  if (!metrics_) return;
+  metrics_->score_latency.Observe(seconds);
+  auto& src_norm = metrics_->representation_norm.Add({{"role", "src"}}, kNormBuckets);
+  auto& dst_norm = metrics_->representation_norm.Add({{"role", "dst"}}, kNormBuckets);
+  auto& src_ess = metrics_->effective_neighbors.Add({{"role", "src"}}, kCountBuckets);
+  auto& dst_ess = metrics_->effective_neighbors.Add({{"role", "dst"}}, kCountBuckets);
+  auto& src_mass = metrics_->attention_mass.Add({{"role", "src"}}, kCountBuckets);
+  auto& dst_mass = metrics_->attention_mass.Add({{"role", "dst"}}, kCountBuckets);
+  for (const LinkScore& score : scores) {
+    src_norm.Observe(score.src_metrics.representation_norm);
+    dst_norm.Observe(score.dst_metrics.representation_norm);
+    src_ess.Observe(score.src_metrics.effective_neighbors);
+    dst_ess.Observe(score.dst_metrics.effective_neighbors);
+    src_mass.Observe(score.src_metrics.attention_mass);
+    dst_mass.Observe(score.dst_metrics.attention_mass);
+  }
+}
+
+void TemporalLinkService::ObserveNodeStates(std::span<const NodeStateScore> scores,
+                                            double seconds) {
+  if (!metrics_) return;
+  metrics_->node_state_latency.Observe(seconds);
+  auto& norm = metrics_->representation_norm.Add({{"role", "node"}}, kNormBuckets);
+  auto& ess = metrics_->effective_neighbors.Add({{"role", "node"}}, kCountBuckets);
+  auto& mass = metrics_->attention_mass.Add({{"role", "node"}}, kCountBuckets);
+  for (const NodeStateScore& score : scores) {
+    metrics_->node_state_probability.Observe(score.probability);
+    norm.Observe(score.metrics.representation_norm);
+    ess.Observe(score.metrics.effective_neighbors);
+    mass.Observe(score.metrics.attention_mass);
+  }
 }
 
 grpc::Status TemporalLinkService::HandleScoreLinks(grpc::ServerContext* context,
@@ -296,6 +314,44 @@ grpc::Status TemporalLinkService::HandleGetNodeState(const tlp::v1::NodeStateReq
   return grpc::Status::OK;
 }
 
+grpc::Status TemporalLinkService::HandleScoreNodeStates(
+    const tlp::v1::ScoreNodeStatesRequest* request, tlp::v1::ScoreNodeStatesResponse* response) {
+  Engine* engine = Ready();
+  if (engine == nullptr) return kRecovering;
+  const size_t count = request->queries_size();
+  if (count == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' is empty"};
+  if (count > limits_.max_score_pairs) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' holds " + std::to_string(count) +
+                                                    " queries, at most " +
+                                                    std::to_string(limits_.max_score_pairs)};
+  }
+  std::vector<NodeStateQuery> queries(count);
+  for (size_t i = 0; i < count; ++i) {
+    const auto& query = request->queries(i);
+    if (!std::isfinite(query.at()) || query.at() < 0) {
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              "query " + std::to_string(i) + ": field 'at' must be finite and >= 0"};
+    }
+    queries[i] = {query.node(), query.at()};
+  }
+  const Stopwatch watch;
+  std::vector<NodeStateScore> scores;
+  if (Status status = engine->ScoreNodeStates(queries, &scores); !status.ok()) {
+    return ToGrpcStatus(status);
+  }
+  ObserveNodeStates(scores, watch.Seconds());
+  for (const NodeStateScore& score : scores) {
+    tlp::v1::NodeStateScore* out = response->add_scores();
+    out->set_node(score.query.node);
+    out->set_at(score.query.at);
+    out->set_probability(score.probability);
+    out->set_logit(score.logit);
+    FillMetrics(score.metrics, out->mutable_metrics());
+  }
+  response->set_model_fingerprint(ModelFingerprintText(scores.front().model));
+  return grpc::Status::OK;
+}
+
 grpc::Status TemporalLinkService::HandleGetModelInfo(tlp::v1::ModelInfoResponse* response) {
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
@@ -313,6 +369,8 @@ grpc::Status TemporalLinkService::HandleGetModelInfo(tlp::v1::ModelInfoResponse*
   response->set_events_applied(info.events_applied);
   response->set_watermark(info.watermark);
   response->set_version(TLPD_VERSION);
+  response->set_node_state(info.node_state);
+  response->set_outcome_attention(info.outcome_attention);
   return grpc::Status::OK;
 }
 
@@ -358,6 +416,13 @@ grpc::Status TemporalLinkService::GetModelInfo(grpc::ServerContext* context,
                                                const tlp::v1::ModelInfoRequest*,
                                                tlp::v1::ModelInfoResponse* response) {
   return Guarded("GetModelInfo", *context, [&] { return HandleGetModelInfo(response); });
+}
+
+grpc::Status TemporalLinkService::ScoreNodeStates(grpc::ServerContext* context,
+                                                  const tlp::v1::ScoreNodeStatesRequest* request,
+                                                  tlp::v1::ScoreNodeStatesResponse* response) {
+  return Guarded("ScoreNodeStates", *context,
+                 [&] { return HandleScoreNodeStates(request, response); });
 }
 
 }  // namespace tlp::server

@@ -52,6 +52,9 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
                             tlp::v1::NodeStateResponse* response) override;
   grpc::Status GetModelInfo(grpc::ServerContext* context, const tlp::v1::ModelInfoRequest* request,
                             tlp::v1::ModelInfoResponse* response) override;
+  grpc::Status ScoreNodeStates(grpc::ServerContext* context,
+                               const tlp::v1::ScoreNodeStatesRequest* request,
+                               tlp::v1::ScoreNodeStatesResponse* response) override;
 
  private:
   // The calls above, before they are counted by method and status code.
@@ -68,6 +71,11 @@ class TemporalLinkService final : public tlp::v1::TemporalLinkPrediction::Servic
   grpc::Status HandleGetNodeState(const tlp::v1::NodeStateRequest* request,
                                   tlp::v1::NodeStateResponse* response);
   grpc::Status HandleGetModelInfo(tlp::v1::ModelInfoResponse* response);
+  grpc::Status HandleScoreNodeStates(const tlp::v1::ScoreNodeStatesRequest* request,
+                                     tlp::v1::ScoreNodeStatesResponse* response);
+  // Records a successful call's scores in the metrics (when there are metrics).
+  void ObserveScores(std::span<const LinkScore> scores, double seconds);
+  void ObserveNodeStates(std::span<const NodeStateScore> scores, double seconds);
   grpc::Status Counted(const char* method, grpc::Status status);
   // Every tlp.v1 call goes through here: the caller's credentials are checked (when tokens are
   // required), then `handle` runs, then the outcome is counted by method and code.

@@ -253,5 +253,30 @@ TEST_F(BadInputTest, WrongContentTypeOnTheGrpcPort) {
   EXPECT_TRUE(stub_->GetModelInfo(&context, {}, &info).ok());
 }
 
+TEST_F(BadInputTest, StateLabelOtherThanZeroOrOne) {
+  ExpectError(IngestSpoiled([](auto* e) { e->set_state_label(2); }),
+              grpc::StatusCode::INVALID_ARGUMENT, "event 2: field 'state_label'");
+}
+
+TEST_F(BadInputTest, NodeStateQueries) {
+  auto score = [](const tlp::v1::ScoreNodeStatesRequest& request) {
+    tlp::v1::ScoreNodeStatesResponse response;
+    grpc::ClientContext context;
+    return stub_->ScoreNodeStates(&context, request, &response);
+  };
+  tlp::v1::ScoreNodeStatesRequest request;
+  ExpectError(score(request), grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' is empty");
+  for (int i = 0; i < 10001; ++i) request.add_queries()->set_node(1);
+  ExpectError(score(request), grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' holds 10001");
+  request.clear_queries();
+  request.add_queries()->set_at(-1);
+  ExpectError(score(request), grpc::StatusCode::INVALID_ARGUMENT, "query 0: field 'at'");
+  request.mutable_queries(0)->set_at(std::nan(""));
+  ExpectError(score(request), grpc::StatusCode::INVALID_ARGUMENT, "query 0: field 'at'");
+  // This daemon's model predicts links only.
+  request.mutable_queries(0)->set_at(0);
+  ExpectError(score(request), grpc::StatusCode::FAILED_PRECONDITION, "--node-state");
+}
+
 }  // namespace
 }  // namespace tlp::server

@@ -266,5 +266,38 @@ TEST_F(EngineTest, ACrashDuringALoadRestartsOnTheLastCommittedModel) {
   }
 }
 
+// The second outcome through the engine: refused by a link-only model; a node-state model scores
+// each (node, time) with that node's own representation metrics.
+TEST_F(EngineTest, ScoresNodeStatesWithTheirOwnRepresentationMetrics) {
+  const std::vector<NodeStateQuery> queries = {{1, 0}, {999, 0}, {1, 5.5}};
+  std::vector<NodeStateScore> scores;
+  const Status refused = engine_->ScoreNodeStates(queries, &scores);  // links only
+  EXPECT_EQ(refused.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("--node-state"), std::string::npos) << refused.ToString();
+  ASSERT_TRUE(testing::WriteSmallModel(dir_ / "states.pt", 8, 3, "tgn", "indexed").ok());
+  std::unique_ptr<Engine> engine;
+  ASSERT_TRUE(Engine::Open(SmallEngineOptions(dir_ / "states", dir_ / "states.pt"), &engine).ok());
+  EXPECT_TRUE(engine->Info().node_state);
+  EXPECT_EQ(engine->Info().outcome_attention, "indexed");
+  storage::AppendResult result;
+  ASSERT_TRUE(engine->Ingest(ClientBatch(0, 12, 1.0), &result).ok());  // node 1 at ts 1..12
+  const Status status = engine->ScoreNodeStates(queries, &scores);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  ASSERT_EQ(scores.size(), 3u);
+  EXPECT_GT(scores[0].query.at, 12.0);  // "now": after every stored event
+  EXPECT_EQ(scores[2].query.at, 5.5);
+  for (const NodeStateScore& score : scores) {
+    EXPECT_TRUE(std::isfinite(score.logit));
+    EXPECT_FLOAT_EQ(score.probability, 1.0f / (1.0f + std::exp(-score.logit)));
+    EXPECT_EQ(ModelFingerprintText(score.model), engine->Info().fingerprint);
+  }
+  EXPECT_EQ(scores[0].metrics.neighbors_used, 10u);  // the model's k of node 1's 12 events
+  EXPECT_FALSE(scores[0].metrics.cold_start);
+  EXPECT_GT(scores[0].metrics.representation_norm, 0.0f);
+  EXPECT_TRUE(scores[1].metrics.cold_start);
+  EXPECT_EQ(scores[1].metrics.neighbors_used, 0u);
+  EXPECT_EQ(scores[2].metrics.neighbors_used, 5u);  // ts 1..5 are before 5.5
+}
+
 }  // namespace
 }  // namespace tlp::server

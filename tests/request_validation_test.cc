@@ -95,5 +95,21 @@ TEST(RequestValidationTest, BatchNamesItsFirstBadEventAndStartsFromEmpty) {
   EXPECT_EQ(batch.ts, (std::vector<double>{1.0, 2.0, 3.0}));
 }
 
+TEST(RequestValidationTest, StateLabelIsOptionalAndZeroOrOne) {
+  EventBatch batch;
+  tlp::v1::EdgeEvent event = Event(1, 2, 3);
+  ASSERT_TRUE(AppendEdgeEvent(event, 0, &batch).ok());
+  event.set_state_label(1);
+  ASSERT_TRUE(AppendEdgeEvent(event, 1, &batch).ok());
+  event.set_state_label(0);
+  ASSERT_TRUE(AppendEdgeEvent(event, 2, &batch).ok());
+  EXPECT_EQ(batch.StateLabelOf(0), EventBatch::kNoStateLabel);
+  EXPECT_EQ(batch.StateLabelOf(1), 1);
+  EXPECT_EQ(batch.StateLabelOf(2), 0);
+  event.set_state_label(2);
+  ExpectRefused(AppendEdgeEvent(event, 3, &batch), "state_label", "event 3");
+  EXPECT_EQ(batch.size(), 3u);
+}
+
 }  // namespace
 }  // namespace tlp::server

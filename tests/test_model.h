@@ -22,12 +22,16 @@ inline std::filesystem::path FreshDirectory(const std::string& name) {
 }
 
 // A checkpoint (TGN unless `architecture` says otherwise) with memory, embedding and time widths
-// `width`, weights drawn with `seed`.
+// `width`, weights drawn with `seed`; with a node-state head when `outcome_attention` ("shared"
+// or "indexed") is given.
 inline Status WriteSmallModel(const std::filesystem::path& path, int64_t width, uint64_t seed,
-                              const std::string& architecture = "tgn") {
+                              const std::string& architecture = "tgn",
+                              const std::string& outcome_attention = "") {
   torch::manual_seed(seed);
   model::ModelConfig config;
   config.architecture = architecture;
+  config.node_state = !outcome_attention.empty();
+  if (config.node_state) config.outcome_attention = outcome_attention;
   config.memory_dim = config.embedding_dim = config.time_dim = width;
   if (config.pair_wise()) config.neighbors = 3;
   model::TemporalLinkModel model(config);
