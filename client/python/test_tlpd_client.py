@@ -100,6 +100,7 @@ class QueryTest(unittest.TestCase):
             info = client.info()
             self.assertEqual(info.architecture, "tgn")
             self.assertTrue(info.fingerprint)
+            self.assertFalse(info.node_state)
 
     def test_bad_queries_raise_with_the_field(self):
         with Client(PLAIN) as client:
@@ -107,6 +108,15 @@ class QueryTest(unittest.TestCase):
                 client.topk(60, k=0)
             self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
             self.assertIn("k", caught.exception.message)
+            # This daemon's model predicts links only; labels are still accepted and stored.
+            with self.assertRaises(TlpdError) as caught:
+                client.score_node_states([60])
+            self.assertEqual(caught.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+            self.assertIn("--node-state", caught.exception.message)
+            client.ingest([Event(61, 112, 6400.0, "labelled-1", state_label=1)])
+            with self.assertRaises(TlpdError) as caught:
+                client.ingest([Event(61, 112, 6401.0, "labelled-2", state_label=2)])
+            self.assertIn("state_label", caught.exception.message)
 
 
 class ModelTest(unittest.TestCase):

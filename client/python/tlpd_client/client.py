@@ -39,6 +39,7 @@ class Event:
     ts: float  # seconds
     event_id: str = ""  # makes retries idempotent: a re-sent id is counted, not stored again
     features: Tuple[float, ...] = ()
+    state_label: Optional[int] = None  # src's state after the event (0 or 1), for --node-state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +72,15 @@ class LinkScore:
 
 
 @dataclasses.dataclass(frozen=True)
+class NodeStateScore:
+    node: int
+    at: float
+    probability: float  # P(state label = 1)
+    logit: float
+    metrics: RepresentationMetrics
+
+
+@dataclasses.dataclass(frozen=True)
 class Neighbor:
     node: int
     ts: float
@@ -100,6 +110,8 @@ class ModelInfo:
     events_applied: int
     watermark: int
     version: str
+    node_state: bool  # the model has a node-state head (score_node_states)
+    outcome_attention: str  # "shared" or "indexed" with one, else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,11 +193,14 @@ def _model_status(r: tlp_pb2.ModelStatusResponse) -> ModelStatus:
 def _to_event(event: EventLike) -> tlp_pb2.EdgeEvent:
     if isinstance(event, Event):
         return tlp_pb2.EdgeEvent(src=event.src, dst=event.dst, ts=event.ts,
-                                 event_id=event.event_id, features=event.features)
+                                 event_id=event.event_id, features=event.features,
+                                 state_label=event.state_label)
     if isinstance(event, dict):
+        label = event.get("state_label")
         return tlp_pb2.EdgeEvent(src=int(event["src"]), dst=int(event["dst"]),
                                  ts=float(event["ts"]), event_id=str(event.get("event_id", "")),
-                                 features=list(event.get("features", ())))
+                                 features=list(event.get("features", ())),
+                                 state_label=None if label is None else int(label))
     src, dst, ts, *rest = event  # (src, dst, ts[, event_id[, features]])
     return tlp_pb2.EdgeEvent(src=int(src), dst=int(dst), ts=float(ts),
                              event_id=str(rest[0]) if rest else "",
@@ -329,6 +344,14 @@ class Client:
                                       exclude_seen=exclude_seen, ranker=ranker.value)
         return [_score(s) for s in self._call(self._stub.TopK, request).results]
 
+    def score_node_states(self, nodes: Iterable[int], at: float = 0.0) -> List[NodeStateScore]:
+        """Scores nodes' state (the second outcome of a model trained with `tlpd train
+        --node-state`) at time `at` (0 = now); FAILED_PRECONDITION without that head."""
+        request = tlp_pb2.ScoreNodeStatesRequest(
+            queries=[tlp_pb2.NodeStateQuery(node=n, at=at) for n in nodes])
+        return [NodeStateScore(s.node, s.at, s.probability, s.logit, _metrics(s.metrics))
+                for s in self._call(self._stub.ScoreNodeStates, request).scores]
+
     def node(self, node: int, recent_neighbors: int = 10) -> NodeState:
         r = self._call(self._stub.GetNodeState,
                        tlp_pb2.NodeStateRequest(node=node, recent_neighbors=recent_neighbors))
@@ -339,7 +362,7 @@ class Client:
         r = self._call(self._stub.GetModelInfo, tlp_pb2.ModelInfoRequest())
         return ModelInfo(r.architecture, r.attention_p, r.fingerprint, r.device, r.embedding_dim,
                          r.memory_dim, r.edge_feature_dim, r.neighbors, r.events_applied,
-                         r.watermark, r.version)
+                         r.watermark, r.version, r.node_state, r.outcome_attention)
 
     def health(self, service: str = "") -> str:
         """The daemon's health: SERVING, or NOT_SERVING while it starts (trains its first
