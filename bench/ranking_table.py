@@ -6,7 +6,7 @@ Hits@10 (TopK over every destination seen so far), AP with random and historical
 replay), AP with inductive negatives, new-node AP and the degree probe's R^2 (the offline test
 report of `tlpd train`, where the run has one), and the validation MRR of the epoch kept; then
 the built-in baselines on the same queries (one row set per query count). Runs of models with a
-node-state head (`tlpd train --node-state`) also get a second table: the node-state outcome's
+node-state head (`tlpd train --node-state`) or trained with `--monitor` also get a second table: the node-state outcome's
 AUC and AP on the test period, its validation AUC at the epoch kept and at its best epoch, and
 each outcome's attention at the first and the kept epoch (normalised entropy: 0 = all weight on
 one neighbour, 1 = uniform; the first layer's query-projection norm).
@@ -62,22 +62,20 @@ def main():
             figures["ap_inductive"].append(test["transductive"]["inductive"]["ap"])
             figures["new_node_ap"].append(test["inductive"]["random"]["ap"])
             figures["probe_r2"].append(test["probe_r2"])
-        if test and "node_state" in test:
-            kept = train["epochs"].index(best)
+        if "outcomes" in best:  # a node-state model, or one trained with --monitor
             state = states[(dataset, config)]
             state["mrr"].append(evaluation["ranking"]["mrr"])
-            state["auc"].append(test["node_state"]["auc"])
-            state["ap"].append(test["node_state"]["ap"])
-            state["positives"].append(test["node_state"]["positives"])
-            state["validation_auc"].append(best["validation_node_state_auc"])
-            state["best_validation_auc"].append(
-                max(e["validation_node_state_auc"] for e in train["epochs"]))
-            for outcome in ("link", "node_state"):
-                for when, epoch in (("first", train["epochs"][0]), ("kept", best)):
-                    monitor = next(o for o in epoch["outcomes"] if o["outcome"] == outcome)
+            if test and "node_state" in test:
+                state["auc"].append(test["node_state"]["auc"])
+                state["ap"].append(test["node_state"]["ap"])
+                state["validation_auc"].append(best["validation_node_state_auc"])
+                state["best_validation_auc"].append(
+                    max(e["validation_node_state_auc"] for e in train["epochs"]))
+            for when, epoch in (("first", train["epochs"][0]), ("kept", best)):
+                for monitor in epoch["outcomes"]:
+                    outcome = monitor["outcome"]
                     state[f"{outcome}_entropy_{when}"].append(monitor["normalised_entropy"])
                     state[f"{outcome}_norm_{when}"].append(monitor["query_norms"][0])
-            state["kept_epoch"].append(kept + 1)
         baselines[(dataset, evaluation["ranking"]["queries"])] = evaluation["baselines"]
         queries[(dataset, config)] = evaluation["ranking"]["queries"]
 
@@ -121,11 +119,15 @@ def main():
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for (dataset, config), state in sorted(states.items()):
             def trend(key):
+                if not state[key + "_first"]:
+                    return ""
                 return f"{cell(state[key + '_first'], 2)} → {cell(state[key + '_kept'], 2)}"
+            validation = (f"{cell(state['validation_auc'])} / {cell(state['best_validation_auc'])}"
+                          if state["auc"] else "")
             lines.append(
-                f"| {dataset} | {config} | {len(state['auc'])} | {cell(state['mrr'])} | "
-                f"**{cell(state['auc'])}** | {cell(state['ap'])} | "
-                f"{cell(state['validation_auc'])} / {cell(state['best_validation_auc'])} | "
+                f"| {dataset} | {config} | {len(state['mrr'])} | {cell(state['mrr'])} | "
+                f"{'**' + cell(state['auc']) + '**' if state['auc'] else ''} | {cell(state['ap'])} | "
+                f"{validation} | "
                 f"{trend('link_entropy')} | {trend('node_state_entropy')} | "
                 f"{trend('link_norm')} | {trend('node_state_norm')} |")
             results.append({"dataset": dataset, "config": config, "node_state": state})
