@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `tlpd train --monitor-plot`: every epoch of the run JSON holds each attention head's energy
-# field and key figures within the invariants, the log prints them, and the SVG is drawn.
+# field and key figures within the invariants and the link outcome's attention, the log prints
+# them, and the SVG is drawn.
 set -euo pipefail
 tlpd=${1:?usage: train_monitor_test.sh TLPD}
 work=$(mktemp -d)
@@ -27,6 +28,10 @@ for epoch in epochs:
         assert h["row_sum_residual"] < 1e-9, h
         assert 0 <= h["query_share"] <= 1 and h["key_coherence"] >= 1, h
         assert h["spectrum"][0] == 1.0 and len(h["spectrum"]) == 8, h
+    # The link outcome's attention (a link-only model has no other).
+    (outcome,) = epoch["outcomes"]
+    assert outcome["outcome"] == "link" and len(outcome["query_norms"]) == 2, outcome
+    assert 0 <= outcome["normalised_entropy"] <= 1 and outcome["effective_neighbors"] > 0, outcome
 PY
 [ "$(grep -c "head [01]: energy field rank" "$work/train.log")" = 8 ] || {
   cat "$work/train.log"; fail "the log should print 2 epochs x 4 heads"; }
@@ -36,6 +41,6 @@ grep -q "query share of the field" "$work/monitor.svg" || fail "the SVG lacks it
 "$tlpd" train --data "$work/events.csv" --epochs 1 --memory-dim 16 --embedding-dim 16 \
   --time-dim 16 --threads 1 --no-eval --json-out "$work/plain.json" --out "$work/model.pt" \
   > "$work/train.log" 2>&1 || { cat "$work/train.log"; fail "training without the monitor"; }
-python3 -c "import json,sys; assert 'attention' not in json.load(open(sys.argv[1]))['epochs'][0]" \
+python3 -c "import json,sys; e = json.load(open(sys.argv[1]))['epochs'][0]; assert 'attention' not in e and 'outcomes' not in e" \
   "$work/plain.json" || fail "attention figures without --monitor"
 echo "train_monitor: ok"
