@@ -265,6 +265,16 @@ struct BatchEvents {
   int64_t size() const { return static_cast<int64_t>(src.size()); }
 };
 
+// The monitors' probe: the first `batch_size` validation events, scored as ScorePeriod would
+// but never applied, so memory, the random stream and the parameters stay as the epoch left
+// them. Returns its size (0 without validation events).
+int64_t GatherProbe(const TemporalDataset& dataset, const std::vector<int64_t>& validation,
+                    int64_t batch_size, BatchEvents* batch) {
+  const int64_t count = std::min<int64_t>(batch_size, static_cast<int64_t>(validation.size()));
+  batch->Gather(dataset, std::span(validation).subspan(0, count));
+  return count;
+}
+
 // Node-state logits of a batch's sources at their events' times: [batch]. `link` is the Embed
 // call whose first rows are those sources; with shared attention the node state reads them,
 // with outcome-indexed attention the sources are embedded again for the node-state outcome.
@@ -387,15 +397,11 @@ EpochRecord Trainer::TrainEpoch(int64_t epoch) {
 }
 
 std::vector<HeadMonitor> Trainer::MonitorAttention() {
-  // Scores the first validation batch as ScorePeriod would, without applying it: memory, the
-  // random stream and the parameters stay as the epoch left them.
   model_->eval();
   torch::NoGradGuard no_grad;
-  const std::vector<int64_t>& events = split_.validation;
-  const int64_t count = std::min<int64_t>(options_.batch_size, static_cast<int64_t>(events.size()));
-  if (count == 0) return {};
   BatchEvents batch;
-  batch.Gather(dataset_, std::span(events).subspan(0, count));
+  const int64_t count = GatherProbe(dataset_, split_.validation, options_.batch_size, &batch);
+  if (count == 0) return {};
   std::vector<int64_t> nodes(batch.src.begin(), batch.src.end());
   nodes.insert(nodes.end(), batch.dst.begin(), batch.dst.end());
   std::vector<double> times(batch.ts.begin(), batch.ts.end());
@@ -409,14 +415,10 @@ std::vector<HeadMonitor> Trainer::MonitorAttention() {
 }
 
 std::vector<OutcomeMonitor> Trainer::MonitorOutcomes() {
-  // As MonitorAttention: the first validation batch, not applied.
   model_->eval();
   torch::NoGradGuard no_grad;
-  const std::vector<int64_t>& events = split_.validation;
-  const int64_t count = std::min<int64_t>(options_.batch_size, static_cast<int64_t>(events.size()));
-  if (count == 0) return {};
   BatchEvents batch;
-  batch.Gather(dataset_, std::span(events).subspan(0, count));
+  if (GatherProbe(dataset_, split_.validation, options_.batch_size, &batch) == 0) return {};
   std::vector<OutcomeMonitor> monitors;
   for (const Outcome outcome : {Outcome::kLink, Outcome::kNodeState}) {
     if (outcome == Outcome::kNodeState && !node_state_) break;

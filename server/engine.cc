@@ -98,6 +98,20 @@ Status ReadServingRecord(const storage::TemporalStore& store, ServingRecord* rec
   return Status::Ok();
 }
 
+// Runs a scoring body, turning what the model and the store throw into a Status.
+template <typename Body>
+Status CatchScoringErrors(Body&& body) {
+  try {
+    return body();
+  } catch (const StatusError& error) {  // the store's own code (IO_ERROR, ...)
+    return Status(error.status().code(), "scoring failed: " + error.status().message());
+  } catch (const std::exception& error) {
+    return Status::Internal(std::string("scoring failed: ") + error.what());
+  }
+}
+
+float Probability(float logit) { return 1.0f / (1.0f + std::exp(-logit)); }
+
 // Representation metrics of scored rows, copied to the host once per column (one device-to-host
 // copy each, then plain reads: no tensor per element).
 class MetricColumns {
@@ -452,7 +466,7 @@ Status Engine::ScoreNodeStatesWith(const ServingModel& serving,
       known_positions.push_back(i);
     }
   }
-  try {
+  return CatchScoringErrors([&]() -> Status {
     MutexLock lock(&model_mutex_);
     if (Serving().get() != &serving) {  // swapped since the caller took it: one model a call
       *swapped = true;
@@ -482,16 +496,12 @@ Status Engine::ScoreNodeStatesWith(const ServingModel& serving,
     for (size_t i = 0; i < queries.size(); ++i) {
       NodeStateScore& score = (*scores)[i];
       score.logit = logits.data_ptr<float>()[i];
-      score.probability = 1.0f / (1.0f + std::exp(-score.logit));
+      score.probability = Probability(score.logit);
       score.metrics = metrics.At(static_cast<int64_t>(i), !known[i]);
       score.model = serving.fingerprint_bits;
     }
-  } catch (const StatusError& error) {  // the store's own code (IO_ERROR, ...)
-    return Status(error.status().code(), "scoring failed: " + error.status().message());
-  } catch (const std::exception& error) {
-    return Status::Internal(std::string("scoring failed: ") + error.what());
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 Status Engine::ScoreWith(const ServingModel& serving, std::span<const LinkQuery> queries,
@@ -544,7 +554,7 @@ Status Engine::ScoreWith(const ServingModel& serving, std::span<const LinkQuery>
     }
     endpoint_position[endpoint] = it->second;
   }
-  try {
+  return CatchScoringErrors([&]() -> Status {
     MutexLock lock(&model_mutex_);
     if (Serving().get() != &serving) {  // swapped since the caller took it: one model a call
       *swapped = true;
@@ -591,17 +601,13 @@ Status Engine::ScoreWith(const ServingModel& serving, std::span<const LinkQuery>
     for (size_t i = 0; i < count; ++i) {
       LinkScore& score = (*scores)[i];
       score.logit = logit[i];
-      score.probability = 1.0f / (1.0f + std::exp(-score.logit));
+      score.probability = Probability(score.logit);
       score.src_metrics = metrics(i);
       score.dst_metrics = metrics(count + i);
       score.model = serving.fingerprint_bits;
     }
-  } catch (const StatusError& error) {  // the store's own code (IO_ERROR, ...)
-    return Status(error.status().code(), "scoring failed: " + error.status().message());
-  } catch (const std::exception& error) {
-    return Status::Internal(std::string("scoring failed: ") + error.what());
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 std::vector<uint64_t> Engine::KnownDestinations() const {
