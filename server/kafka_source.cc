@@ -86,6 +86,9 @@ std::string EventAsJson(const EventBatch& batch, size_t i) {
   event.set_ts(batch.ts[i]);
   for (float value : batch.FeaturesOf(i)) event.add_features(value);
   event.set_event_id(std::string(batch.EventIdOf(i)));
+  if (batch.StateLabelOf(i) != EventBatch::kNoStateLabel) {
+    event.set_state_label(static_cast<uint32_t>(batch.StateLabelOf(i)));
+  }
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
@@ -349,7 +352,8 @@ bool KafkaSource::Impl::TakeBatch() {
     moved = true;
     switch (record.kind) {
       case SourceRecord::Kind::kEvent:
-        batch_.Add(record.src, record.dst, record.ts, record.features, record.event_id);
+        batch_.Add(record.src, record.dst, record.ts, record.features, record.event_id,
+                   record.state_label);
         batch_origin_.emplace_back(partition, record.offset);
         break;
       case SourceRecord::Kind::kWatermark:

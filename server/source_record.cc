@@ -80,6 +80,7 @@ SourceRecord DecodeSourceRecord(std::string_view value, int64_t offset, uint32_t
   record.dst = event.dst();
   record.features.assign(event.features().begin(), event.features().end());
   record.event_id = event.event_id();
+  record.state_label = one.StateLabelOf(0);
   return record;
 }
 

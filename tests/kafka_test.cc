@@ -160,6 +160,7 @@ TEST(SourceRecordTest, DecodesBinaryJsonAndWatermarksAndNamesWhatIsWrong) {
   EXPECT_EQ(record.ts, 3.5);
   EXPECT_EQ(record.features, std::vector<float>{0.25f});
   EXPECT_EQ(record.event_id, "a-1");
+  EXPECT_EQ(record.state_label, EventBatch::kNoStateLabel);
 
   record = DecodeSourceRecord(
       R"({"src": "18446744073709551615", "dst": 2, "ts": 4, "features": [1], "event_id": "x"})", 0,
@@ -167,6 +168,10 @@ TEST(SourceRecordTest, DecodesBinaryJsonAndWatermarksAndNamesWhatIsWrong) {
   ASSERT_EQ(record.kind, SourceRecord::Kind::kEvent) << record.reason;
   EXPECT_EQ(record.src, 18446744073709551615ull);
   EXPECT_EQ(record.event_id, "x");
+  record = DecodeSourceRecord(R"({"src": 1, "dst": 2, "ts": 4, "features": [1], "state_label": 1})",
+                              0, 1);
+  ASSERT_EQ(record.kind, SourceRecord::Kind::kEvent) << record.reason;
+  EXPECT_EQ(record.state_label, 1);
 
   record = DecodeSourceRecord(R"({"watermark": 100.5})", 0, 1);
   EXPECT_EQ(record.kind, SourceRecord::Kind::kWatermark);
@@ -180,6 +185,7 @@ TEST(SourceRecordTest, DecodesBinaryJsonAndWatermarksAndNamesWhatIsWrong) {
       {R"({"src": 1, "dst": 2, "ts": 1})", "'features' has 0 values"},
       {R"({"watermark": "soon"})", "watermark"},
       {R"({"watermark": 1, "src": 2})", "no other field"},
+      {R"({"src": 1, "dst": 2, "ts": 1, "features": [1], "state_label": 3})", "'state_label'"},
   };
   for (const auto& [value, reason] : bad) {
     record = DecodeSourceRecord(value, 3, 1);
