@@ -180,25 +180,30 @@ Trainer::Trainer(TemporalLinkModel model, const TemporalDataset& dataset, const 
   validation_candidates_ = CandidatesBefore(split.validation_time);
   test_candidates_ = CandidatesBefore(split.test_time);
   all_sources_ = UniqueSorted(dataset.src);
-  node_state_ = model_->config().node_state;
+  // The node state is learnt (epochs > 0) only from labels of both classes; an evaluation of
+  // such a model on events without labels reports links alone.
+  const bool trains = options.epochs > 0;
+  node_state_ = model_->config().node_state && !dataset.state_labels.empty();
+  if (model_->config().node_state && !node_state_ && trains) {
+    throw std::invalid_argument(
+        "a node-state model needs events with state labels (a JODIE file's label column)");
+  }
   if (node_state_) {
-    if (dataset.state_labels.empty()) {
-      throw std::invalid_argument(
-          "a node-state model needs events with state labels (a JODIE file's label column)");
-    }
     int64_t labelled = 0, positives = 0;
     for (int64_t i : split.train) {
       labelled += dataset.state_labels[i] >= 0;
       positives += dataset.state_labels[i] == 1;
     }
-    if (positives == 0 || positives == labelled) {
+    if ((positives == 0 || positives == labelled) && trains) {
       throw std::invalid_argument("the training events' state labels have " +
                                   std::to_string(positives) + " positives of " +
                                   std::to_string(labelled) + ": both classes are needed");
     }
-    const double rate = static_cast<double>(positives) / static_cast<double>(labelled);
-    node_state_positive_weight_ = 0.5 / rate;
-    node_state_negative_weight_ = 0.5 / (1.0 - rate);
+    if (positives > 0 && positives < labelled) {
+      const double rate = static_cast<double>(positives) / static_cast<double>(labelled);
+      node_state_positive_weight_ = 0.5 / rate;
+      node_state_negative_weight_ = 0.5 / (1.0 - rate);
+    }
   }
 }
 

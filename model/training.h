@@ -152,10 +152,11 @@ class Trainer {
 
   // Trains with early stopping on validation one-vs-all MRR (or AP, see TrainOptions) and
   // leaves the best epoch's parameters in the model. A model with a node-state head also learns
-  // the events' state labels (the dataset must have them; throws std::invalid_argument when it
-  // has none, or no positive in training) with BCE weighted so that both classes weigh half:
-  // positives 0.5 / r, negatives 0.5 / (1 - r), r the positive rate of the training events.
-  // Model selection stays on the link outcome.
+  // the events' state labels with BCE weighted so that both classes weigh half: positives
+  // 0.5 / r, negatives 0.5 / (1 - r), r the positive rate of the training events. The
+  // constructor throws std::invalid_argument when such a model is to be trained (epochs > 0)
+  // on events without labels, or without both classes in training; evaluated alone on events
+  // without labels, it reports links only. Model selection stays on the link outcome.
   std::vector<EpochRecord> Train();
   // Replays the training period into memory, then scores validation and test; the report is
   // for the test period. Leaves memory at the end of the stream.

@@ -724,6 +724,12 @@ TEST(Trainer, NodeStateLearnsLabelsAndMonitorsEachOutcome) {
   const DataSplit unlabelled_split = SplitChronologically(unlabelled, 3);
   EXPECT_THROW(Trainer(TemporalLinkModel(config), unlabelled, unlabelled_split, options),
                std::invalid_argument);
+  // Evaluated alone (no training) on such events, the model reports its links.
+  options.epochs = 0;
+  Trainer evaluation(TemporalLinkModel(config), unlabelled, unlabelled_split, options);
+  const EvaluationReport links_only = evaluation.Evaluate();
+  EXPECT_EQ(links_only.node_state.labelled, 0);
+  EXPECT_GT(links_only.transductive[0].positives, 0);
 }
 
 }  // namespace
