@@ -75,7 +75,8 @@ def main():
                 for monitor in epoch["outcomes"]:
                     outcome = monitor["outcome"]
                     state[f"{outcome}_entropy_{when}"].append(monitor["normalised_entropy"])
-                    state[f"{outcome}_norm_{when}"].append(monitor["query_norms"][0])
+                    if monitor["query_norms"]:  # none without temporal attention
+                        state[f"{outcome}_norm_{when}"].append(monitor["query_norms"][0])
         baselines[(dataset, evaluation["ranking"]["queries"])] = evaluation["baselines"]
         queries[(dataset, config)] = evaluation["ranking"]["queries"]
 
@@ -119,7 +120,7 @@ def main():
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for (dataset, config), state in sorted(states.items()):
             def trend(key):
-                if not state[key + "_first"]:
+                if not state.get(key + "_first"):
                     return ""
                 return f"{cell(state[key + '_first'], 2)} → {cell(state[key + '_kept'], 2)}"
             validation = (f"{cell(state['validation_auc'])} / {cell(state['best_validation_auc'])}"
