@@ -112,6 +112,20 @@ Status CatchScoringErrors(Body&& body) {
 
 float Probability(float logit) { return 1.0f / (1.0f + std::exp(-logit)); }
 
+// The model rows of `count` queries: row 0 (zero memory, no neighbours) for nodes the store does
+// not know; the known ones (`known_nodes`, at `known_positions`) paged into `cache`. Under the
+// model mutex (the cache is not thread-safe).
+Status PageInRows(NodeMemoryCache& cache, const std::vector<uint64_t>& known_nodes,
+                  const std::vector<size_t>& known_positions, size_t count,
+                  std::vector<int64_t>* rows) {
+  cache.BeginOperation();
+  rows->assign(count, 0);
+  std::vector<int64_t> known_rows(known_nodes.size());
+  if (Status status = cache.Rows(known_nodes, known_rows); !status.ok()) return status;
+  for (size_t i = 0; i < known_rows.size(); ++i) (*rows)[known_positions[i]] = known_rows[i];
+  return Status::Ok();
+}
+
 // Representation metrics of scored rows, copied to the host once per column (one device-to-host
 // copy each, then plain reads: no tensor per element).
 class MetricColumns {
@@ -477,12 +491,12 @@ Status Engine::ScoreNodeStatesWith(const ServingModel& serving,
           "the serving model (" + serving.fingerprint +
           ") has no node-state head; serve one trained with `tlpd train --node-state`");
     }
-    // Unknown nodes take row 0 (zero memory, no neighbours); known ones are paged in.
-    NodeMemoryCache& cache = *serving.cache;
-    cache.BeginOperation();
-    std::vector<int64_t> rows(times.size(), 0), known_rows(known_nodes.size());
-    if (Status status = cache.Rows(known_nodes, known_rows); !status.ok()) return status;
-    for (size_t i = 0; i < known_rows.size(); ++i) rows[known_positions[i]] = known_rows[i];
+    std::vector<int64_t> rows;
+    if (Status status =
+            PageInRows(*serving.cache, known_nodes, known_positions, times.size(), &rows);
+        !status.ok()) {
+      return status;
+    }
     torch::NoGradGuard no_grad;
     const model::Embeddings embedded =
         serving.model->Embed(rows, times, *serving.sampler, model::Outcome::kNodeState);
@@ -560,12 +574,12 @@ Status Engine::ScoreWith(const ServingModel& serving, std::span<const LinkQuery>
       *swapped = true;
       return Status::Ok();
     }
-    // Unknown nodes take row 0 (zero memory, no neighbours); known ones are paged in.
-    NodeMemoryCache& cache = *serving.cache;
-    cache.BeginOperation();
-    std::vector<int64_t> rows(times.size(), 0), known_rows(known_nodes.size());
-    if (Status status = cache.Rows(known_nodes, known_rows); !status.ok()) return status;
-    for (size_t i = 0; i < known_rows.size(); ++i) rows[known_positions[i]] = known_rows[i];
+    std::vector<int64_t> rows;
+    if (Status status =
+            PageInRows(*serving.cache, known_nodes, known_positions, times.size(), &rows);
+        !status.ok()) {
+      return status;
+    }
     torch::NoGradGuard no_grad;
     const model::Embeddings embedded = serving.model->Embed(rows, times, *serving.sampler);
     const std::span<const int64_t> positions(endpoint_position);
