@@ -98,33 +98,7 @@ Status ReadServingRecord(const storage::TemporalStore& store, ServingRecord* rec
   return Status::Ok();
 }
 
-// Runs a scoring body, turning what the model and the store throw into a Status.
-template <typename Body>
-Status CatchScoringErrors(Body&& body) {
-  try {
-    return body();
-  } catch (const StatusError& error) {  // the store's own code (IO_ERROR, ...)
-    return Status(error.status().code(), "scoring failed: " + error.status().message());
-  } catch (const std::exception& error) {
-    return Status::Internal(std::string("scoring failed: ") + error.what());
-  }
-}
-
 float Probability(float logit) { return 1.0f / (1.0f + std::exp(-logit)); }
-
-// The model rows of `count` queries: row 0 (zero memory, no neighbours) for nodes the store does
-// not know; the known ones (`known_nodes`, at `known_positions`) paged into `cache`. Under the
-// model mutex (the cache is not thread-safe).
-Status PageInRows(NodeMemoryCache& cache, const std::vector<uint64_t>& known_nodes,
-                  const std::vector<size_t>& known_positions, size_t count,
-                  std::vector<int64_t>* rows) {
-  cache.BeginOperation();
-  rows->assign(count, 0);
-  std::vector<int64_t> known_rows(known_nodes.size());
-  if (Status status = cache.Rows(known_nodes, known_rows); !status.ok()) return status;
-  for (size_t i = 0; i < known_rows.size(); ++i) (*rows)[known_positions[i]] = known_rows[i];
-  return Status::Ok();
-}
 
 // Representation metrics of scored rows, copied to the host once per column (one device-to-host
 // copy each, then plain reads: no tensor per element).
@@ -443,6 +417,30 @@ Status Engine::WithServingModel(const std::function<Status(const ServingModel&, 
   }
 }
 
+Status Engine::ScoreRows(const ServingModel& serving, const std::vector<uint64_t>& known_nodes,
+                         const std::vector<size_t>& known_positions, size_t count, bool* swapped,
+                         const std::function<Status(const std::vector<int64_t>&)>& score) {
+  try {
+    MutexLock lock(&model_mutex_);
+    if (Serving().get() != &serving) {  // swapped since the caller took it: one model a call
+      *swapped = true;
+      return Status::Ok();
+    }
+    // Unknown nodes take row 0 (zero memory, no neighbours); known ones are paged in.
+    NodeMemoryCache& cache = *serving.cache;
+    cache.BeginOperation();
+    std::vector<int64_t> rows(count, 0), known_rows(known_nodes.size());
+    if (Status status = cache.Rows(known_nodes, known_rows); !status.ok()) return status;
+    for (size_t i = 0; i < known_rows.size(); ++i) rows[known_positions[i]] = known_rows[i];
+    torch::NoGradGuard no_grad;
+    return score(rows);
+  } catch (const StatusError& error) {  // the store's own code (IO_ERROR, ...)
+    return Status(error.status().code(), "scoring failed: " + error.status().message());
+  } catch (const std::exception& error) {
+    return Status::Internal(std::string("scoring failed: ") + error.what());
+  }
+}
+
 Status Engine::Score(std::span<const LinkQuery> queries, std::vector<LinkScore>* scores) {
   scores->assign(queries.size(), LinkScore());
   if (queries.empty()) return Status::Ok();
@@ -480,42 +478,33 @@ Status Engine::ScoreNodeStatesWith(const ServingModel& serving,
       known_positions.push_back(i);
     }
   }
-  return CatchScoringErrors([&]() -> Status {
-    MutexLock lock(&model_mutex_);
-    if (Serving().get() != &serving) {  // swapped since the caller took it: one model a call
-      *swapped = true;
-      return Status::Ok();
-    }
-    if (!serving.model->config().node_state) {
-      return Status::FailedPrecondition(
-          "the serving model (" + serving.fingerprint +
-          ") has no node-state head; serve one trained with `tlpd train --node-state`");
-    }
-    std::vector<int64_t> rows;
-    if (Status status =
-            PageInRows(*serving.cache, known_nodes, known_positions, times.size(), &rows);
-        !status.ok()) {
-      return status;
-    }
-    torch::NoGradGuard no_grad;
-    const model::Embeddings embedded =
-        serving.model->Embed(rows, times, *serving.sampler, model::Outcome::kNodeState);
-    const torch::Tensor logits =
-        serving.model->PredictNodeStates(embedded.vectors).to(torch::kCPU).contiguous();
-    const MetricColumns metrics(embedded.vectors.norm(2, 1), embedded.metrics.effective_neighbors,
-                                embedded.metrics.attention_mass, embedded.metrics.attention_entropy,
-                                embedded.metrics.neighbors_used);
-    std::vector<uint8_t> known(queries.size(), 0);
-    for (size_t position : known_positions) known[position] = 1;
-    for (size_t i = 0; i < queries.size(); ++i) {
-      NodeStateScore& score = (*scores)[i];
-      score.logit = logits.data_ptr<float>()[i];
-      score.probability = Probability(score.logit);
-      score.metrics = metrics.At(static_cast<int64_t>(i), !known[i]);
-      score.model = serving.fingerprint_bits;
-    }
-    return Status::Ok();
-  });
+  return ScoreRows(
+      serving, known_nodes, known_positions, times.size(), swapped,
+      [&](const std::vector<int64_t>& rows) {
+        if (!serving.model->config().node_state) {
+          return Status::FailedPrecondition(
+              "the serving model (" + serving.fingerprint +
+              ") has no node-state head; serve one trained with `tlpd train --node-state`");
+        }
+        const model::Embeddings embedded =
+            serving.model->Embed(rows, times, *serving.sampler, model::Outcome::kNodeState);
+        const torch::Tensor logits =
+            serving.model->PredictNodeStates(embedded.vectors).to(torch::kCPU).contiguous();
+        const MetricColumns metrics(
+            embedded.vectors.norm(2, 1), embedded.metrics.effective_neighbors,
+            embedded.metrics.attention_mass, embedded.metrics.attention_entropy,
+            embedded.metrics.neighbors_used);
+        std::vector<uint8_t> known(queries.size(), 0);
+        for (size_t position : known_positions) known[position] = 1;
+        for (size_t i = 0; i < queries.size(); ++i) {
+          NodeStateScore& score = (*scores)[i];
+          score.logit = logits.data_ptr<float>()[i];
+          score.probability = Probability(score.logit);
+          score.metrics = metrics.At(static_cast<int64_t>(i), !known[i]);
+          score.model = serving.fingerprint_bits;
+        }
+        return Status::Ok();
+      });
 }
 
 Status Engine::ScoreWith(const ServingModel& serving, std::span<const LinkQuery> queries,
@@ -568,60 +557,51 @@ Status Engine::ScoreWith(const ServingModel& serving, std::span<const LinkQuery>
     }
     endpoint_position[endpoint] = it->second;
   }
-  return CatchScoringErrors([&]() -> Status {
-    MutexLock lock(&model_mutex_);
-    if (Serving().get() != &serving) {  // swapped since the caller took it: one model a call
-      *swapped = true;
-      return Status::Ok();
-    }
-    std::vector<int64_t> rows;
-    if (Status status =
-            PageInRows(*serving.cache, known_nodes, known_positions, times.size(), &rows);
-        !status.ok()) {
-      return status;
-    }
-    torch::NoGradGuard no_grad;
-    const model::Embeddings embedded = serving.model->Embed(rows, times, *serving.sampler);
-    const std::span<const int64_t> positions(endpoint_position);
-    model::LinkEndpointMetrics link_metrics;
-    const torch::Tensor logits =
-        serving.model
-            ->PredictLinks(embedded, rows, times, positions.first(count),
-                           positions.subspan(count, count), *serving.sampler, &link_metrics)
-            .cpu()
-            .contiguous();
-    // Per endpoint position, or per link and side for a pair-wise architecture (the rows of
-    // [src links; dst links]).
-    const bool per_link = link_metrics.src_norm.defined();
-    auto column = [&](const torch::Tensor& per_position, const torch::Tensor& src,
-                      const torch::Tensor& dst) {
-      return per_link ? torch::cat({src, dst}) : per_position;
-    };
-    const MetricColumns columns(
-        column(embedded.vectors.norm(2, 1), link_metrics.src_norm, link_metrics.dst_norm),
-        column(embedded.metrics.effective_neighbors, link_metrics.src.effective_neighbors,
-               link_metrics.dst.effective_neighbors),
-        column(embedded.metrics.attention_mass, link_metrics.src.attention_mass,
-               link_metrics.dst.attention_mass),
-        column(embedded.metrics.attention_entropy, link_metrics.src.attention_entropy,
-               link_metrics.dst.attention_entropy),
-        column(embedded.metrics.neighbors_used, link_metrics.src.neighbors_used,
-               link_metrics.dst.neighbors_used));
-    auto metrics = [&](size_t endpoint) {
-      const int64_t row = per_link ? static_cast<int64_t>(endpoint) : endpoint_position[endpoint];
-      return columns.At(row, !endpoint_known[endpoint]);
-    };
-    const float* logit = logits.data_ptr<float>();
-    for (size_t i = 0; i < count; ++i) {
-      LinkScore& score = (*scores)[i];
-      score.logit = logit[i];
-      score.probability = Probability(score.logit);
-      score.src_metrics = metrics(i);
-      score.dst_metrics = metrics(count + i);
-      score.model = serving.fingerprint_bits;
-    }
-    return Status::Ok();
-  });
+  return ScoreRows(
+      serving, known_nodes, known_positions, times.size(), swapped,
+      [&](const std::vector<int64_t>& rows) {
+        const model::Embeddings embedded = serving.model->Embed(rows, times, *serving.sampler);
+        const std::span<const int64_t> positions(endpoint_position);
+        model::LinkEndpointMetrics link_metrics;
+        const torch::Tensor logits =
+            serving.model
+                ->PredictLinks(embedded, rows, times, positions.first(count),
+                               positions.subspan(count, count), *serving.sampler, &link_metrics)
+                .cpu()
+                .contiguous();
+        // Per endpoint position, or per link and side for a pair-wise architecture (the rows of
+        // [src links; dst links]).
+        const bool per_link = link_metrics.src_norm.defined();
+        auto column = [&](const torch::Tensor& per_position, const torch::Tensor& src,
+                          const torch::Tensor& dst) {
+          return per_link ? torch::cat({src, dst}) : per_position;
+        };
+        const MetricColumns columns(
+            column(embedded.vectors.norm(2, 1), link_metrics.src_norm, link_metrics.dst_norm),
+            column(embedded.metrics.effective_neighbors, link_metrics.src.effective_neighbors,
+                   link_metrics.dst.effective_neighbors),
+            column(embedded.metrics.attention_mass, link_metrics.src.attention_mass,
+                   link_metrics.dst.attention_mass),
+            column(embedded.metrics.attention_entropy, link_metrics.src.attention_entropy,
+                   link_metrics.dst.attention_entropy),
+            column(embedded.metrics.neighbors_used, link_metrics.src.neighbors_used,
+                   link_metrics.dst.neighbors_used));
+        auto metrics = [&](size_t endpoint) {
+          const int64_t row =
+              per_link ? static_cast<int64_t>(endpoint) : endpoint_position[endpoint];
+          return columns.At(row, !endpoint_known[endpoint]);
+        };
+        const float* logit = logits.data_ptr<float>();
+        for (size_t i = 0; i < count; ++i) {
+          LinkScore& score = (*scores)[i];
+          score.logit = logit[i];
+          score.probability = Probability(score.logit);
+          score.src_metrics = metrics(i);
+          score.dst_metrics = metrics(count + i);
+          score.model = serving.fingerprint_bits;
+        }
+        return Status::Ok();
+      });
 }
 
 std::vector<uint64_t> Engine::KnownDestinations() const {

@@ -227,6 +227,13 @@ class Engine {
   // Runs `score` with the serving model once its memory is current, again with the next one
   // when it reports (*swapped) that it stopped serving before the model lock was taken.
   Status WithServingModel(const std::function<Status(const ServingModel&, bool*)>& score);
+  // Under the model mutex, with `serving` still serving (else *swapped, and nothing runs): pages
+  // in the rows of `count` queries (row 0 for nodes the store does not know; `known_nodes` at
+  // `known_positions`) and runs `score` on them without autograd. What the model or the store
+  // throws becomes a Status.
+  Status ScoreRows(const ServingModel& serving, const std::vector<uint64_t>& known_nodes,
+                   const std::vector<size_t>& known_positions, size_t count, bool* swapped,
+                   const std::function<Status(const std::vector<int64_t>& rows)>& score);
   // Score and ScoreNodeStates with `serving`.
   Status ScoreWith(const ServingModel& serving, std::span<const LinkQuery> queries,
                    std::vector<LinkScore>* scores, bool* swapped);
