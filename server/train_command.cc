@@ -283,20 +283,16 @@ int RunTrain(const TrainSettings& s) {
       return 1;
     }
   }
-  model::TemporalLinkModel model{nullptr};
-  try {
-    model = model::TemporalLinkModel(config);
-  } catch (const std::invalid_argument& error) {
-    spdlog::error("{}", error.what());
-    return 2;
-  }
-  model->to(device);
-  model->ResetMemory();
-  spdlog::info("training {} on {}", config.ToString(), device.str());
+  // Both constructors check the configuration against the data (std::invalid_argument).
   model::TrainOptions options = s.options;
   options.monitor_attention = options.monitor_attention || !s.monitor_plot.empty();
+  model::TemporalLinkModel model{nullptr};
   std::unique_ptr<model::Trainer> trainer_holder;
   try {
+    model = model::TemporalLinkModel(config);
+    model->to(device);
+    model->ResetMemory();
+    spdlog::info("training {} on {}", config.ToString(), device.str());
     trainer_holder = std::make_unique<model::Trainer>(model, dataset, split, options);
   } catch (const std::invalid_argument& error) {
     spdlog::error("{}", error.what());
