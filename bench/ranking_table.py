@@ -5,7 +5,11 @@ Per data set and configuration: mean +- sample std over seeds of the one-vs-all 
 Hits@10 (TopK over every destination seen so far), AP with random and historical negatives (the
 replay), AP with inductive negatives, new-node AP and the degree probe's R^2 (the offline test
 report of `tlpd train`, where the run has one), and the validation MRR of the epoch kept; then
-the built-in baselines on the same queries (one row set per query count). Runs of models with a
+the built-in baselines on the same queries (one row set per query count). Each family run at
+two or more MAA p values (configurations named `<family>-maa<p>`) also gets a
+`<family>-maa-chosen` row: for each seed, the run whose p has the highest validation MRR (the
+protocol's "MAA at the p chosen on validation"; the p chosen per seed in the row's name). The
+line under the table counts the cells where MAA beats softmax, chosen p first. Runs of models with a
 node-state head (`tlpd train --node-state`) or trained with `--monitor` also get a second table: the node-state outcome's
 AUC and AP on the test period, its validation AUC at the epoch kept and at its best epoch, and
 each outcome's attention at the first and the kept epoch (normalised entropy: 0 = all weight on
@@ -17,6 +21,7 @@ Usage: python3 bench/ranking_table.py OUT_DIR [MORE_DIRS ...]
 import collections
 import json
 import pathlib
+import re
 import statistics
 import sys
 
@@ -36,6 +41,7 @@ def main():
     baselines = {}
     states = collections.defaultdict(lambda: collections.defaultdict(list))
     queries = {}  # (dataset, config) -> ranked queries
+    by_seed = collections.defaultdict(dict)  # (dataset, config) -> seed -> that run's figures
     seen = set()
     paths = [path for other in sys.argv[1:]
              for path in sorted((pathlib.Path(other) / "runs").glob("*.eval.json"))]
@@ -45,23 +51,24 @@ def main():
             continue
         seen.add(stem)
         dataset, rest = stem.split("-", 1)
-        config, _ = rest.rsplit("-seed", 1)
+        config, seed = rest.rsplit("-seed", 1)
         evaluation = json.loads(path.read_text())
         train = json.loads((path.parent / f"{stem}.train.json").read_text())
         best = max(train["epochs"], key=lambda e: e.get("validation_mrr", 0))
-        figures = runs[(dataset, config)]
-        figures["validation_mrr"].append(best.get("validation_mrr", 0))
-        figures["epochs"].append(len(train["epochs"]))
-        figures["mrr"].append(evaluation["ranking"]["mrr"])
-        figures["hits_at_1"].append(evaluation["ranking"]["hits_at_1"])
-        figures["hits_at_10"].append(evaluation["ranking"]["hits_at_10"])
-        figures["ap_random"].append(evaluation["random"]["ap"])
-        figures["ap_historical"].append(evaluation["historical"]["ap"])
+        run = {"validation_mrr": best.get("validation_mrr", 0), "epochs": len(train["epochs"]),
+               "mrr": evaluation["ranking"]["mrr"],
+               "hits_at_1": evaluation["ranking"]["hits_at_1"],
+               "hits_at_10": evaluation["ranking"]["hits_at_10"],
+               "ap_random": evaluation["random"]["ap"],
+               "ap_historical": evaluation["historical"]["ap"]}
         test = train.get("test")  # absent when trained with --no-eval
         if test:
-            figures["ap_inductive"].append(test["transductive"]["inductive"]["ap"])
-            figures["new_node_ap"].append(test["inductive"]["random"]["ap"])
-            figures["probe_r2"].append(test["probe_r2"])
+            run["ap_inductive"] = test["transductive"]["inductive"]["ap"]
+            run["new_node_ap"] = test["inductive"]["random"]["ap"]
+            run["probe_r2"] = test["probe_r2"]
+        for key, value in run.items():
+            runs[(dataset, config)][key].append(value)
+        by_seed[(dataset, config)][seed] = run
         if "outcomes" in best:  # a node-state model, or one trained with --monitor
             state = states[(dataset, config)]
             state["mrr"].append(evaluation["ranking"]["mrr"])
@@ -79,6 +86,32 @@ def main():
                         state[f"{outcome}_norm_{when}"].append(monitor["query_norms"][0])
         baselines[(dataset, evaluation["ranking"]["queries"])] = evaluation["baselines"]
         queries[(dataset, config)] = evaluation["ranking"]["queries"]
+
+    # MAA at the p chosen on validation, seed by seed, among the p values run for that seed.
+    families = collections.defaultdict(list)  # (dataset, family) -> [(p, config)]
+    for dataset, config in list(runs):
+        match = re.fullmatch(r"(.*)-maa([0-9.]+)", config)
+        if match:
+            families[(dataset, match.group(1))].append((match.group(2), config))
+    for (dataset, family), variants in sorted(families.items()):
+        if len(variants) < 2:
+            continue
+        figures, chosen = collections.defaultdict(list), []
+        for seed in sorted({seed for _, config in variants for seed in by_seed[(dataset, config)]},
+                           key=int):
+            candidates = [(by_seed[(dataset, config)][seed]["validation_mrr"], p, config)
+                          for p, config in variants if seed in by_seed[(dataset, config)]]
+            if len(candidates) < 2:
+                continue  # nothing to choose between for this seed yet
+            # The highest validation MRR; on a tie the smaller p (the nearer to softmax).
+            _, _, p, config = max((mrr, -float(p), p, config) for mrr, p, config in candidates)
+            chosen.append(p)
+            for key, value in by_seed[(dataset, config)][seed].items():
+                figures[key].append(value)
+        if chosen:
+            name = f"{family}-maa-chosen (p {', '.join(chosen)})"
+            runs[(dataset, name)] = figures
+            queries[(dataset, name)] = queries[(dataset, variants[0][1])]
 
     lines = ["| data set | model | seeds | epochs | validation MRR | test MRR | Hits@1 | Hits@10 "
              "| AP random | AP historical | AP inductive | new-node AP | probe R² |",
@@ -99,19 +132,24 @@ def main():
                          f"{figures['mrr']:.3f} | {figures['hits_at_1']:.3f} | "
                          f"{figures['hits_at_10']:.3f} | | | | | |")
             results.append({"dataset": dataset, "config": f"baseline:{name}", **figures})
-    # MAA against softmax, cell by cell (same data set, same family, test MRR means).
-    wins, cells = 0, []
-    for (dataset, config), figures in sorted(runs.items()):
-        if "maa" not in config:
-            continue
-        softmax = runs.get((dataset, config.split("-maa")[0] + "-softmax"))
-        if not softmax:
-            continue
-        delta = statistics.mean(figures["mrr"]) - statistics.mean(softmax["mrr"])
-        wins += delta > 0
-        cells.append(f"{dataset} {config} {delta:+.3f}")
-    lines += ["", f"MAA above softmax in {wins} of {len(cells)} cells (test MRR, mean over "
-              f"seeds): " + "; ".join(cells) + "."]
+    # MAA against softmax, cell by cell (same data set, same family, test MRR means): at the p
+    # chosen on validation, then at each p run. A difference that rounds to 0.000 is a tie.
+    def against_softmax(what, pattern):
+        above, below, cells = 0, 0, []
+        for (dataset, config), figures in sorted(runs.items()):
+            match = re.fullmatch(pattern, config)
+            softmax = match and runs.get((dataset, match.group(1) + "-softmax"))
+            if not softmax:
+                continue
+            delta = round(statistics.mean(figures["mrr"]) - statistics.mean(softmax["mrr"]), 3)
+            above += delta > 0
+            below += delta < 0
+            cells.append(f"{dataset} {config} {delta:+.3f}")
+        return ["", f"{what} above softmax in {above} of {len(cells)} cells, below in {below}, "
+                f"level in {len(cells) - above - below} (test MRR, mean over seeds, to three "
+                f"decimals): " + "; ".join(cells) + "."]
+    lines += against_softmax("MAA at the p chosen on validation", r"(.*)-maa-chosen \(.*\)")
+    lines += against_softmax("MAA", r"(.*)-maa[0-9.]+")
     if states:
         lines += ["", "| data set | model | seeds | link MRR | node-state AUC | node-state AP "
                   "| validation AUC (kept / best epoch) | normalised entropy link (first → kept) "
