@@ -461,6 +461,13 @@ Status Engine::ScoreNodeStates(std::span<const NodeStateQuery> queries,
 Status Engine::ScoreNodeStatesWith(const ServingModel& serving,
                                    std::span<const NodeStateQuery> queries,
                                    std::vector<NodeStateScore>* scores, bool* swapped) {
+  // Before any row is paged in: a model's configuration never changes, and a request it cannot
+  // answer should not evict cached rows.
+  if (!serving.model->config().node_state) {
+    return Status::FailedPrecondition(
+        "the serving model (" + serving.fingerprint +
+        ") has no node-state head; serve one trained with `tlpd train --node-state`");
+  }
   last_score_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                     std::memory_order_relaxed);
   const double now = store_->max_ts();
@@ -481,11 +488,6 @@ Status Engine::ScoreNodeStatesWith(const ServingModel& serving,
   return ScoreRows(
       serving, known_nodes, known_positions, times.size(), swapped,
       [&](const std::vector<int64_t>& rows) {
-        if (!serving.model->config().node_state) {
-          return Status::FailedPrecondition(
-              "the serving model (" + serving.fingerprint +
-              ") has no node-state head; serve one trained with `tlpd train --node-state`");
-        }
         const model::Embeddings embedded =
             serving.model->Embed(rows, times, *serving.sampler, model::Outcome::kNodeState);
         const torch::Tensor logits =
