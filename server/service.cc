@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "common/stopwatch.h"
 #include "proto/grpc_status.h"
@@ -39,6 +41,32 @@ namespace {
 // Buckets of the representation metrics' histograms.
 const prometheus::Histogram::BucketBoundaries kNormBuckets = {0.5, 1, 2, 4, 8, 16, 32, 64};
 const prometheus::Histogram::BucketBoundaries kCountBuckets = {0.5, 1, 2, 3, 5, 8, 13, 21, 34};
+
+// A scoring request's field 'queries': not empty, at most `limit` (counted in `unit`), every
+// 'at' finite and >= 0; `convert` makes each domain query. INVALID_ARGUMENT names the field.
+template <typename Query, typename Convert>
+grpc::Status ToQueries(const google::protobuf::RepeatedPtrField<Query>& in, size_t limit,
+                       const char* unit, Convert convert,
+                       std::vector<std::invoke_result_t<Convert, const Query&>>* out) {
+  if (in.empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' is empty"};
+  const size_t count = in.size();
+  if (count > limit) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' holds " + std::to_string(count) +
+                                                    " " + unit + ", at most " +
+                                                    std::to_string(limit)};
+  }
+  out->clear();
+  out->reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const Query& query = in[static_cast<int>(i)];
+    if (!std::isfinite(query.at()) || query.at() < 0) {
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              "query " + std::to_string(i) + ": field 'at' must be finite and >= 0"};
+    }
+    out->push_back(convert(query));
+  }
+  return grpc::Status::OK;
+}
 
 const grpc::Status kRecovering(grpc::StatusCode::UNAVAILABLE,
                                "tlpd is recovering (replaying its event log); retry shortly");
@@ -212,21 +240,15 @@ grpc::Status TemporalLinkService::HandleScoreLinks(grpc::ServerContext* context,
                                                    const tlp::v1::ScoreRequest* request,
                                                    tlp::v1::ScoreResponse* response) {
   if (Ready() == nullptr) return kRecovering;
-  const size_t count = request->queries_size();
-  if (count == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' is empty"};
-  if (count > limits_.max_score_pairs) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' holds " + std::to_string(count) +
-                                                    " pairs, at most " +
-                                                    std::to_string(limits_.max_score_pairs)};
-  }
-  std::vector<LinkQuery> queries(count);
-  for (size_t i = 0; i < count; ++i) {
-    const auto& query = request->queries(i);
-    if (!std::isfinite(query.at()) || query.at() < 0) {
-      return {grpc::StatusCode::INVALID_ARGUMENT,
-              "query " + std::to_string(i) + ": field 'at' must be finite and >= 0"};
-    }
-    queries[i] = {query.src(), query.dst(), query.at()};
+  std::vector<LinkQuery> queries;
+  if (grpc::Status invalid = ToQueries(
+          request->queries(), limits_.max_score_pairs, "pairs",
+          [](const tlp::v1::LinkQuery& query) {
+            return LinkQuery{query.src(), query.dst(), query.at()};
+          },
+          &queries);
+      !invalid.ok()) {
+    return invalid;
   }
   std::vector<LinkScore> scores;
   Status status = Score(queries, &scores, context->deadline());
@@ -318,21 +340,15 @@ grpc::Status TemporalLinkService::HandleScoreNodeStates(
     const tlp::v1::ScoreNodeStatesRequest* request, tlp::v1::ScoreNodeStatesResponse* response) {
   Engine* engine = Ready();
   if (engine == nullptr) return kRecovering;
-  const size_t count = request->queries_size();
-  if (count == 0) return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' is empty"};
-  if (count > limits_.max_score_pairs) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, "field 'queries' holds " + std::to_string(count) +
-                                                    " queries, at most " +
-                                                    std::to_string(limits_.max_score_pairs)};
-  }
-  std::vector<NodeStateQuery> queries(count);
-  for (size_t i = 0; i < count; ++i) {
-    const auto& query = request->queries(i);
-    if (!std::isfinite(query.at()) || query.at() < 0) {
-      return {grpc::StatusCode::INVALID_ARGUMENT,
-              "query " + std::to_string(i) + ": field 'at' must be finite and >= 0"};
-    }
-    queries[i] = {query.node(), query.at()};
+  std::vector<NodeStateQuery> queries;
+  if (grpc::Status invalid = ToQueries(
+          request->queries(), limits_.max_score_pairs, "queries",
+          [](const tlp::v1::NodeStateQuery& query) {
+            return NodeStateQuery{query.node(), query.at()};
+          },
+          &queries);
+      !invalid.ok()) {
+    return invalid;
   }
   const Stopwatch watch;
   std::vector<NodeStateScore> scores;
