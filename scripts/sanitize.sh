@@ -3,7 +3,9 @@
 #   build-asan: ASan + UBSan, the common, storage, server and Kafka suites (the server suite runs
 #               the daemon in process over loopback gRPC and RocksDB);
 #   build-tsan: TSan, the storage suite and the server's concurrency tests (ingest writer, score
-#               batcher, concurrent clients, a model swap under ingest and scoring). Not the Kafka suite: librdkafka starts its threads
+#               batcher, concurrent clients, a model swap under ingest and scoring; this tree's
+#               server_test holds only the files of the suites filtered below: tests/CMakeLists.txt).
+#               Not the Kafka suite: librdkafka starts its threads
 #               with C11 thrd_create, which GCC 12's TSan does not intercept, so TSan crashes
 #               (SEGV in its runtime) as soon as one of those threads calls into it.
 # Third-party libraries (LibTorch, gRPC, RocksDB, librdkafka) are not instrumented; ASan still sees every
